@@ -1,0 +1,78 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "swift-keychain",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "KeychainCore", targets: ["KeychainCore"]),
+        .library(name: "KeychainStorage", targets: ["KeychainStorage"]),
+        .library(name: "KeychainClient", targets: ["KeychainClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // Apple's item model, query rules, status codes. Pure: no I/O.
+        .target(
+            name: "KeychainCore",
+            dependencies: [],
+            swiftSettings: strictSettings
+        ),
+        // The keychain file: GRDB, key hierarchy, sealing, lock state. The only target that imports GRDB.
+        .target(
+            name: "KeychainStorage",
+            dependencies: [
+                "KeychainCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // What every front end calls: the native Swift API and the embedded backend.
+        .target(
+            name: "KeychainClient",
+            dependencies: ["KeychainCore", "KeychainStorage"],
+            swiftSettings: strictSettings
+        ),
+        // Stores and reads a secret from the shell through the native API (the README's first command).
+        .executableTarget(
+            name: "keychain-example",
+            dependencies: ["KeychainClient", "KeychainCore"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "KeychainCoreTests",
+            dependencies: ["KeychainCore"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "KeychainStorageTests",
+            dependencies: [
+                "KeychainCore", "KeychainStorage",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            resources: [.copy("Fixtures")],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "KeychainClientTests",
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,102 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+
+/// A keychain for one service: the two-line way to keep a password or token.
+///
+/// ```swift
+/// let keychain = try Keychain(service: "com.example.app")
+/// try keychain.set("s3cret", for: "alice")
+/// let password = try keychain.string(for: "alice")   // nil when absent
+/// ```
+/// Values are generic-password items (service + account), stored in the user's default keychain unless another
+/// ``KeychainClient`` is given. Thread-safe.
+public struct Keychain: Sendable {
+    public let service: String
+    public let client: KeychainClient
+    public var accessibility: Accessibility = .whenUnlocked
+    public var label: String?
+
+    public init(service: String, client: KeychainClient? = nil) throws(KeychainError) {
+        self.service = service
+        if let client { self.client = client } else { self.client = try KeychainClient.shared() }
+    }
+
+    /// A copy that stores new items with `accessibility`.
+    public func accessibility(_ value: Accessibility) -> Keychain {
+        var copy = self
+        copy.accessibility = value
+        return copy
+    }
+
+    /// A copy that labels new items.
+    public func label(_ value: String) -> Keychain {
+        var copy = self
+        copy.label = value
+        return copy
+    }
+
+    /// Stores `value` for `account`, replacing any earlier value (one transaction, no check-then-act race).
+    public func set(_ value: String, for account: String) throws(KeychainError) {
+        try set(SecretBytes(utf8: value), for: account)
+    }
+
+    public func set(_ value: Data, for account: String) throws(KeychainError) {
+        try set(SecretBytes(value), for: account)
+    }
+
+    public func set(_ secret: SecretBytes, for account: String) throws(KeychainError) {
+        var attributes: [String: QueryValue] = ["pdmn": .string(accessibility.rawValue)]
+        if let label { attributes["labl"] = .string(label) }
+        try client.upsert(
+            ["class": "genp", "svce": .string(service), "acct": .string(account)], secret: secret,
+            attributes: attributes)
+    }
+
+    /// The secret for `account`, or nil when there is none.
+    public func secret(for account: String) throws(KeychainError) -> SecretBytes? {
+        do {
+            let found = try client.search([
+                "class": "genp", "svce": .string(service), "acct": .string(account), "r_Data": true,
+            ])
+            return found.first?.secret
+        } catch KeychainStatus.itemNotFound {
+            return nil
+        } catch {
+            throw error
+        }
+    }
+
+    public func string(for account: String) throws(KeychainError) -> String? {
+        try secret(for: account)?.unprotectedString()
+    }
+
+    public func data(for account: String) throws(KeychainError) -> Data? {
+        try secret(for: account)?.unprotectedData()
+    }
+
+    /// Removes the value for `account`; removing what is not there is not an error.
+    public func remove(_ account: String) throws(KeychainError) {
+        do {
+            try client.delete(["class": "genp", "svce": .string(service), "acct": .string(account)])
+        } catch KeychainStatus.itemNotFound {
+            return
+        } catch {
+            throw error
+        }
+    }
+
+    /// The accounts that have a value for this service.
+    public func accounts() throws(KeychainError) -> [String] {
+        do {
+            let found = try client.search([
+                "class": "genp", "svce": .string(service), "r_Attributes": true, "m_Limit": "m_LimitAll",
+            ])
+            return found.compactMap { $0.item.attributes["acct"]?.stringValue }
+        } catch KeychainStatus.itemNotFound {
+            return []
+        } catch {
+            throw error
+        }
+    }
+}

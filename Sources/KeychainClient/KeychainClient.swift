@@ -1,0 +1,110 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+import Synchronization
+
+/// What every front end calls: Apple's four item calls over one keychain, with a caller's access groups.
+///
+/// The embedded backend opens the keychain file in this process. Errors carry Apple's status codes.
+public final class KeychainClient: Sendable {
+    public let file: KeychainFile
+    public let caller: Caller
+
+    public init(file: KeychainFile, caller: Caller) {
+        self.file = file
+        self.caller = caller
+    }
+
+    /// Opens (or, the first time, creates) a keychain by name or path. A new keychain gets `password`;
+    /// with none it is a keychain without a password, like a device without a passcode.
+    public static func open(
+        keychain nameOrPath: String, locations: KeychainLocations = .current(), caller: Caller,
+        createWithPassword password: SecretBytes? = nil, kdf: KDFParameters = .standard
+    ) throws(KeychainError) -> KeychainClient {
+        let url = locations.url(forKeychain: nameOrPath)
+        var configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
+        configuration.kdf = kdf
+        let file: KeychainFile
+        if FileManager.default.fileExists(atPath: url.path) {
+            file = try KeychainFile.open(at: url, configuration: configuration)
+        } else {
+            do {
+                file = try KeychainFile.create(
+                    at: url, password: password, settings: .never, configuration: configuration)
+            } catch KeychainStatus.duplicateKeychain {
+                file = try KeychainFile.open(at: url, configuration: configuration)  // another process won the race
+            } catch {
+                throw error
+            }
+        }
+        return KeychainClient(file: file, caller: caller)
+    }
+
+    private static let sharedClient = Mutex<KeychainClient?>(nil)
+
+    /// The process's client for the default keychain (`login` unless configured), created on first use.
+    public static func shared() throws(KeychainError) -> KeychainClient {
+        try sharedClient.withLock { (client: inout KeychainClient?) throws(KeychainError) -> KeychainClient in
+            if let client { return client }
+            let locations = KeychainLocations.current()
+            let env = ProcessInfo.processInfo.environment
+            let appID = env["KEYCHAIN_APPLICATION_IDENTIFIER"]
+                ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "app").lastPathComponent
+            let url = locations.loginKeychain
+            let isNew = !FileManager.default.fileExists(atPath: url.path)
+            let made = try open(keychain: url.path, locations: locations, caller: Caller(accessGroups: [appID]))
+            if isNew {
+                FileHandle.standardError.write(
+                    Data("keychain: created \(url.path) without a password (no way to ask for one)\n".utf8))
+            }
+            client = made
+            return made
+        }
+    }
+
+    // MARK: - Apple's four calls, on dictionaries
+
+    /// `SecItemAdd`.
+    @discardableResult
+    public func add(_ attributes: [String: QueryValue]) throws(KeychainError) -> FoundItem {
+        try file.add(QueryParser.parse(attributes, for: .add), caller: caller)
+    }
+
+    /// `SecItemCopyMatching`: the matches, up to the query's limit.
+    public func search(_ query: [String: QueryValue]) throws(KeychainError) -> [FoundItem] {
+        try file.search(QueryParser.parse(query, for: .search), caller: caller)
+    }
+
+    /// `SecItemUpdate`: how many items changed.
+    @discardableResult
+    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue]) throws(KeychainError)
+        -> Int
+    {
+        let parsed = try QueryParser.parse(query, for: .update)
+        let changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
+        return try file.update(parsed, with: changes, caller: caller)
+    }
+
+    /// `SecItemDelete`: how many items went.
+    @discardableResult
+    public func delete(_ query: [String: QueryValue]) throws(KeychainError) -> Int {
+        try file.delete(QueryParser.parse(query, for: .delete), caller: caller)
+    }
+
+    /// Stores `secret` under the item `query` names, adding it or updating the existing one.
+    public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue] = [:])
+        throws(KeychainError)
+    {
+        var addDictionary = query.merging(attributes) { _, new in new }
+        addDictionary["v_Data"] = .data(secret.unprotectedData())
+        do {
+            try add(addDictionary)
+        } catch KeychainStatus.duplicateItem {
+            var changes = attributes
+            changes["v_Data"] = .data(secret.unprotectedData())
+            try update(query, with: changes)
+        } catch {
+            throw error
+        }
+    }
+}

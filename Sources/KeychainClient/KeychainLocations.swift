@@ -1,0 +1,46 @@
+import Foundation
+import KeychainCore
+
+/// Where keychains, their device key and the user's preferences live (XDG base directories).
+///
+/// - Keychains: `$XDG_DATA_HOME/keychains/NAME.keychain-db` (default `~/.local/share/keychains`).
+/// - Device key and per-keychain state: `$XDG_STATE_HOME/keychain` (default `~/.local/state/keychain`).
+/// - Default keychain and search list: `$XDG_CONFIG_HOME/keychain` (default `~/.config/keychain`).
+public struct KeychainLocations: Sendable, Hashable {
+    public var keychainDirectory: URL
+    public var stateDirectory: URL
+    public var configDirectory: URL
+
+    public init(keychainDirectory: URL, stateDirectory: URL, configDirectory: URL) {
+        self.keychainDirectory = keychainDirectory
+        self.stateDirectory = stateDirectory
+        self.configDirectory = configDirectory
+    }
+
+    /// The locations for the current user, from the environment.
+    public static func current(environment: [String: String] = ProcessInfo.processInfo.environment) -> Self {
+        let home = URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory())
+        func base(_ variable: String, _ fallback: String) -> URL {
+            if let value = environment[variable], value.hasPrefix("/") { return URL(fileURLWithPath: value) }
+            return home.appendingPathComponent(fallback)
+        }
+        return Self(
+            keychainDirectory: base("XDG_DATA_HOME", ".local/share").appendingPathComponent("keychains"),
+            stateDirectory: base("XDG_STATE_HOME", ".local/state").appendingPathComponent("keychain"),
+            configDirectory: base("XDG_CONFIG_HOME", ".config").appendingPathComponent("keychain"))
+    }
+
+    /// Resolves a keychain name or path: a path with a `/` is taken as is; a bare name `NAME` becomes
+    /// `NAME.keychain-db` in the keychain directory (as macOS resolves names under `~/Library/Keychains`).
+    public func url(forKeychain nameOrPath: String) -> URL {
+        if nameOrPath.contains("/") { return URL(fileURLWithPath: nameOrPath).standardizedFileURL }
+        var name = nameOrPath
+        if name.hasSuffix(".keychain") { name += "-db" }
+        if !name.hasSuffix(".keychain-db") { name += ".keychain-db" }
+        return keychainDirectory.appendingPathComponent(name)
+    }
+
+    public var loginKeychain: URL { url(forKeychain: "login") }
+    var defaultKeychainFile: URL { configDirectory.appendingPathComponent("default-keychain") }
+    var searchListFile: URL { configDirectory.appendingPathComponent("search-list") }
+}

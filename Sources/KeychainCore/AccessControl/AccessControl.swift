@@ -1,0 +1,48 @@
+import Foundation
+
+/// An item's access control (`SecAccessControl`): its accessibility plus flags that demand more than an
+/// unlocked keychain (semantics §5.1).
+public struct AccessControl: Sendable, Hashable {
+    public let protection: Accessibility
+    public let flags: Flags
+
+    public struct Flags: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt64
+        public init(rawValue: UInt64) { self.rawValue = rawValue }
+        public static let userPresence = Flags(rawValue: 1 << 0)
+        public static let biometryAny = Flags(rawValue: 1 << 1)
+        public static let biometryCurrentSet = Flags(rawValue: 1 << 3)
+        public static let devicePasscode = Flags(rawValue: 1 << 4)
+        public static let companion = Flags(rawValue: 1 << 5)
+        public static let or = Flags(rawValue: 1 << 14)
+        public static let and = Flags(rawValue: 1 << 15)
+        public static let privateKeyUsage = Flags(rawValue: 1 << 30)
+        public static let applicationPassword = Flags(rawValue: 1 << 31)
+
+        /// The flags that are constraints someone must satisfy (as opposed to modifiers).
+        public static let constraints: Flags = [.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode,
+                                                .companion]
+    }
+
+    /// Validates as `SecAccessControlCreateWithFlags` does; rejected combinations give `errSecParam`.
+    public init(protection: Accessibility, flags: Flags) throws(KeychainError) {
+        if flags.contains(.or) && flags.contains(.and) { throw .param("access control: both Or and And") }
+        if flags.contains(.biometryAny) && flags.contains(.biometryCurrentSet) {
+            throw .param("access control: both BiometryAny and BiometryCurrentSet")
+        }
+        if flags.contains(.userPresence) {
+            let allowed: Flags = [.userPresence, .applicationPassword, .privateKeyUsage]
+            if !flags.subtracting(allowed).isEmpty {
+                throw .param("access control: UserPresence combined with other constraints")
+            }
+        }
+        let known: Flags = Flags.constraints.union([.or, .and, .privateKeyUsage, .applicationPassword])
+        if !flags.subtracting(known).isEmpty { throw .param("access control: unknown flags") }
+        self.protection = protection
+        self.flags = flags
+    }
+
+    /// True when the object carries an ACL map. Every object `SecAccessControlCreateWithFlags` makes has one
+    /// (flags 0 give `dacl = true`), which is why access control and synchronizable exclude each other.
+    public var hasACL: Bool { true }
+}

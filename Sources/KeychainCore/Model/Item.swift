@@ -1,0 +1,49 @@
+import Foundation
+
+/// A stored item without its secret: class, attributes (defaults filled in), access control and identity.
+public struct Item: Sendable, Hashable {
+    public var itemClass: ItemClass
+    /// Every attribute the item has, `agrp`, `pdmn`, `sync`, `cdat` and `mdat` included.
+    public var attributes: [String: AttributeValue]
+    public var accessControl: AccessControl?
+    /// The stable identity behind the item's persistent reference.
+    public var uuid: UUID
+
+    public init(itemClass: ItemClass, attributes: [String: AttributeValue], accessControl: AccessControl? = nil,
+                uuid: UUID = UUID()) {
+        self.itemClass = itemClass
+        self.attributes = attributes
+        self.accessControl = accessControl
+        self.uuid = uuid
+    }
+
+    public var accessibility: Accessibility {
+        if let ac = accessControl { return ac.protection }
+        return Accessibility(rawValue: attributes["pdmn"]?.stringValue ?? "") ?? .defaultValue(for: itemClass)
+    }
+    public var accessGroup: String { attributes["agrp"]?.stringValue ?? "" }
+    public var isSynchronizable: Bool { attributes["sync"] == .number(1) }
+    public var persistentReference: PersistentReference { PersistentReference(itemClass: itemClass, uuid: uuid) }
+
+    /// The value an attribute counts as for matching and uniqueness: stored value, else the kind's default.
+    public func effectiveValue(_ code: String) -> AttributeValue? {
+        if let v = attributes[code] { return v }
+        guard let d = Schema.attributes(of: itemClass)[code], d.isPrimaryKey else { return nil }
+        return d.kind.defaultValue
+    }
+
+    /// A canonical byte string of the uniqueness key: two items collide exactly when these are equal.
+    public var primaryKeyBytes: [UInt8] {
+        var out = Array(itemClass.rawValue.utf8)
+        let schema = Schema.attributes(of: itemClass)
+        for code in Schema.primaryKey(of: itemClass) {
+            let kind = schema[code]!.kind
+            let key = (effectiveValue(code) ?? kind.defaultValue).matchKey(for: kind)
+            out.append(contentsOf: Array(code.utf8))
+            var len = UInt32(key.count).bigEndian
+            withUnsafeBytes(of: &len) { out.append(contentsOf: $0) }
+            out.append(contentsOf: key)
+        }
+        return out
+    }
+}

@@ -1,0 +1,100 @@
+import Crypto
+import Foundation
+import KeychainCore
+import _CryptoExtras
+
+/// The header of a keychain file: what is needed to derive keys (CRYPTO-DESIGN §5).
+struct FileHeader: Sendable {
+    var dbUUID: UUID
+    var dbSalt: Data
+    var passwordSalt: Data
+    var hasPassword: Bool
+    var kdf: KDFParameters
+    var keybagGeneration: Int64
+}
+
+/// Keys that need only the device key: blind indexes, manifest, device state, and the KEK of the Always classes.
+struct DeviceKeys: Sendable {
+    let deviceKEK: SymmetricKey
+    let primaryIndexKey: SymmetricKey
+    let groupIndexKey: SymmetricKey
+    let accountIndexKey: SymmetricKey
+    let serviceIndexKey: SymmetricKey
+    let manifestKey: SymmetricKey
+    let stateKey: SymmetricKey
+
+    init(deviceKey: SymmetricKey, header: FileHeader) {
+        func derive(_ label: String, uuid: Bool = false) -> SymmetricKey {
+            var info = Array("kc1/\(label)".utf8)
+            if uuid { withUnsafeBytes(of: header.dbUUID.uuid) { info.append(contentsOf: $0) } }
+            return Sealing.hkdf(deviceKey, salt: header.dbSalt, info: info)
+        }
+        deviceKEK = derive("kek/dev", uuid: true)
+        primaryIndexKey = derive("bidx/primary")
+        groupIndexKey = derive("bidx/agrp")
+        accountIndexKey = derive("bidx/acct")
+        serviceIndexKey = derive("bidx/svce")
+        manifestKey = derive("manifest")
+        stateKey = derive("state")
+    }
+
+    /// A keyed blind index: HMAC-SHA256 truncated to 16 bytes.
+    static func index(_ bytes: [UInt8], key: SymmetricKey) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: bytes, using: key).prefix(16))
+    }
+}
+
+enum KeyHierarchy {
+    /// The KEK of the password classes: needs the password (through scrypt) and the device key.
+    static func passwordKEK(password: SecretBytes?, header: FileHeader, deviceKey: SymmetricKey) throws(KeychainError)
+        -> SymmetricKey
+    {
+        var info = Array("kc1/kek/pw".utf8)
+        withUnsafeBytes(of: header.dbUUID.uuid) { info.append(contentsOf: $0) }
+        guard header.hasPassword else {
+            // A keychain without a password: the device alone protects it (a device without a passcode).
+            info.append(contentsOf: Array("/none".utf8))
+            return Sealing.hkdf(deviceKey, salt: header.dbSalt, info: info)
+        }
+        guard let password else { throw KeychainError(.authFailed, "a password is required") }
+        guard header.kdf.isAcceptable else { throw KeychainError(.decode, "the file's KDF parameters are too weak") }
+        let passwordKey: SymmetricKey
+        do {
+            passwordKey = try password.withUnsafeBytes { pw in
+                try KDF.Scrypt.deriveKey(
+                    from: pw, salt: header.passwordSalt, outputByteCount: 32, rounds: header.kdf.n,
+                    blockSize: header.kdf.r, parallelism: header.kdf.p)
+            }
+        } catch {
+            throw KeychainError(.internalComponent, "scrypt failed")
+        }
+        return Sealing.hkdf(passwordKey, salt: deviceKey.bytes, info: info)
+    }
+
+    static func classKeyAAD(_ accessibility: Accessibility, keyGeneration: Int64, header: FileHeader) -> [UInt8] {
+        var aad = AAD("kc1/ck")
+        aad.append(header.dbUUID)
+        aad.append(accessibility.rawValue)
+        aad.append(keyGeneration)
+        aad.append(header.keybagGeneration)
+        aad.append(Int64(header.kdf.id))
+        aad.append(Int64(header.kdf.n))
+        aad.append(Int64(header.kdf.r))
+        aad.append(Int64(header.kdf.p))
+        aad.append(header.passwordSalt)
+        aad.append(Int64(header.hasPassword ? 1 : 0))
+        return aad.bytes
+    }
+
+    static func metadataKey(classKey: SymmetricKey, header: FileHeader) -> SymmetricKey {
+        Sealing.hkdf(classKey, salt: header.dbSalt, info: Array("kc1/meta".utf8))
+    }
+
+    /// Classes whose key is wrapped by the device KEK; the rest need the password KEK.
+    static func isDeviceClass(_ a: Accessibility) -> Bool { a.protection == .deviceOnly }
+
+    /// The classes a keychain holds keys for: WhenPasscodeSet only while it has a password.
+    static func classes(hasPassword: Bool) -> [Accessibility] {
+        Accessibility.allCases.filter { hasPassword || $0 != .whenPasscodeSetThisDeviceOnly }
+    }
+}

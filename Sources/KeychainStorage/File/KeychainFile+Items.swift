@@ -1,0 +1,365 @@
+import Crypto
+import Foundation
+import GRDB
+import KeychainCore
+import Logging
+import Synchronization
+
+/// An item found by a search, with its secret when the query asked for data.
+public struct FoundItem: Sendable {
+    public var item: Item
+    public var secret: SecretBytes?
+}
+
+extension KeychainFile {
+    // MARK: - The four calls
+
+    /// Adds an item (`SecItemAdd`). Returns what was stored, secret included when the query asks for data.
+    public func add(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> FoundItem {
+        applyAutoLock()
+        let item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
+        if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
+            // Apple remaps the underlying errSecDecode to errSecAuthFailed for akpu without a passcode.
+            throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
+        }
+        let secret = query.valueData ?? SecretBytes(Data())
+        let sealed = try seal(item, secret: secret, generation: 1)
+        try write { db, changes in
+            try insert(sealed, db: db, changes: &changes)
+        }
+        configuration.logger.debug("item.add", metadata: ["item.class": "\(item.itemClass.rawValue)"])
+        return FoundItem(item: item, secret: query.returnTypes.contains(.data) ? secret : nil)
+    }
+
+    /// Finds items (`SecItemCopyMatching`), in insertion order, up to the query's limit.
+    ///
+    /// - Throws: `errSecItemNotFound` for no match; `errSecInteractionNotAllowed` when a candidate's class key is
+    ///   locked.
+    public func search(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> [FoundItem] {
+        applyAutoLock()
+        if let group = query.accessGroup { try caller.checkReadable(group) }
+        if query.limit.count == 0 { throw .itemNotFound() }
+        let wantsSecret = query.returnTypes.contains(.data)
+        let found = try read { db -> [FoundItem] in
+            var out: [FoundItem] = []
+            let cursor = try candidates(for: query, db: db)
+            while let row = try cursor.next() {
+                let (item, _) = try openMeta(row)
+                guard ItemRules.matches(item, query, caller: caller) else { continue }
+                if try !passesAccessControl(item, query) { continue }
+                let secret = wantsSecret ? try openSecret(row, item: item) : nil
+                out.append(FoundItem(item: item, secret: secret))
+                if let limit = query.limit.count, out.count >= limit { break }
+            }
+            return out
+        }
+        if found.isEmpty { throw .itemNotFound() }
+        return found
+    }
+
+    /// Updates every match in one transaction (`SecItemUpdate`); a collision changes nothing.
+    @discardableResult
+    public func update(_ query: ItemQuery, with update: ItemUpdate, caller: Caller) throws(KeychainError) -> Int {
+        applyAutoLock()
+        if let group = update.accessGroup { try caller.checkWritable(group) }
+        if let group = query.accessGroup { try caller.checkReadable(group) }
+        let now = configuration.clock()
+        let newAccessibility = update.accessControl?.protection ?? update.accessibility
+        if newAccessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
+            throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
+        }
+        let count = try write { db, changes -> Int in
+            let rows = try candidateRows(for: query, db: db)
+            var updated = 0
+            for row in rows {
+                let (item, _) = try openMeta(row)
+                guard ItemRules.matches(item, query, caller: caller) else { continue }
+                guard try passesAccessControl(item, query) else { continue }
+                let newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
+                let secret = try update.valueData ?? openSecret(row, item: item)
+                let generation: Int64 = row["gen"]
+                let sealed = try seal(newItem, secret: secret, generation: generation + 1)
+                try db.execute(sql: "DELETE FROM items WHERE rowid = ?", arguments: [row["rowid"] as Int64])
+                changes.removed.append(contribution(of: row))
+                try insert(sealed, db: db, changes: &changes, rowID: row["rowid"])
+                updated += 1
+            }
+            if updated == 0 { throw KeychainError.itemNotFound() }
+            return updated
+        }
+        configuration.logger.debug("item.update", metadata: ["item.count": "\(count)"])
+        return count
+    }
+
+    /// Deletes every match (`SecItemDelete`).
+    @discardableResult
+    public func delete(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> Int {
+        applyAutoLock()
+        if let group = query.accessGroup { try caller.checkReadable(group) }
+        let count = try write { db, changes -> Int in
+            let rows = try candidateRows(for: query, db: db)
+            var deleted = 0
+            for row in rows {
+                let (item, _) = try openMeta(row)
+                guard ItemRules.matches(item, query, caller: caller) else { continue }
+                guard try passesAccessControl(item, query) else { continue }
+                try db.execute(sql: "DELETE FROM items WHERE rowid = ?", arguments: [row["rowid"] as Int64])
+                changes.removed.append(contribution(of: row))
+                deleted += 1
+            }
+            if deleted == 0 { throw KeychainError.itemNotFound() }
+            return deleted
+        }
+        configuration.logger.debug("item.delete", metadata: ["item.count": "\(count)"])
+        return count
+    }
+
+    /// Every item in the file, whatever its group (for `dump-keychain`); locked classes are skipped.
+    public func allItems(includingSecrets: Bool) throws(KeychainError) -> [FoundItem] {
+        applyAutoLock()
+        return try read { db in
+            var out: [FoundItem] = []
+            let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM items ORDER BY rowid")
+            while let row = try cursor.next() {
+                guard let cls = Accessibility(rawValue: row["class"]), classKey(cls) != nil else { continue }
+                let (item, _) = try openMeta(row)
+                out.append(FoundItem(item: item, secret: includingSecrets ? try openSecret(row, item: item) : nil))
+            }
+            return out
+        }
+    }
+
+    // MARK: - Rows
+
+    struct SealedItem {
+        var uuid: Data
+        var kind: String
+        var accessibility: String
+        var sync: Int64
+        var generation: Int64
+        var primaryIndex: Data
+        var groupIndex: Data
+        var accountIndex: Data
+        var serviceIndex: Data
+        var meta: Data
+        var wrappedKey: Data
+        var secret: Data
+    }
+
+    /// Items with access constraints need authentication (issue: access control). Until a prompt can satisfy
+    /// them, they are left out under UI Skip and refused with errSecInteractionNotAllowed otherwise.
+    private func passesAccessControl(_ item: Item, _ query: ItemQuery) throws(KeychainError) -> Bool {
+        guard let ac = item.accessControl, !ac.flags.intersection(AccessControl.Flags.constraints.union(.applicationPassword)).isEmpty
+        else { return true }
+        if query.authenticationUI == .skip { return false }
+        throw KeychainError.interactionNotAllowed("the item needs authentication")
+    }
+
+    private func insert(_ s: SealedItem, db: Database, changes: inout Manifest.Changes, rowID: Int64? = nil) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO items (rowid, uuid, kind, class, sync, gen, primary_index, group_index, account_index,
+                  service_index, meta, wrapped_key, secret) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                rowID, s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex,
+                s.accountIndex, s.serviceIndex, s.meta, s.wrappedKey, s.secret,
+            ])
+        changes.added.append(
+            Manifest.contribution(
+                uuid: s.uuid, kind: s.kind, accessibility: s.accessibility, sync: s.sync, generation: s.generation,
+                primaryIndex: s.primaryIndex, key: deviceKeys.manifestKey))
+    }
+
+    private func contribution(of row: Row) -> [UInt8] {
+        Manifest.contribution(
+            uuid: row["uuid"], kind: row["kind"], accessibility: row["class"], sync: row["sync"],
+            generation: row["gen"], primaryIndex: row["primary_index"], key: deviceKeys.manifestKey)
+    }
+
+    func classKey(_ cls: Accessibility) -> (SymmetricKey, SymmetricKey)? {
+        keys.withLock { keys in
+            guard let ck = keys.classKeys[cls], let mk = keys.metadataKeys[cls] else { return nil }
+            return (ck, mk)
+        }
+    }
+
+    private func lockedError(_ cls: Accessibility) -> KeychainError {
+        .interactionNotAllowed("the keychain is locked")
+    }
+
+    /// The attribute whose blind index sits in `service_index` for each class.
+    static func serviceCode(_ cls: ItemClass) -> String? {
+        switch cls {
+        case .genericPassword: "svce"
+        case .internetPassword: "srvr"
+        case .key: "atag"
+        case .certificate: "slnr"
+        case .identity: nil
+        }
+    }
+
+    static func accountCode(_ cls: ItemClass) -> String? {
+        switch cls {
+        case .genericPassword, .internetPassword: "acct"
+        case .key: "klbl"
+        case .certificate: "issr"
+        case .identity: nil
+        }
+    }
+
+    private func indexBytes(_ value: AttributeValue?, code: String, cls: ItemClass) -> [UInt8] {
+        let kind = Schema.attributes(of: cls)[code]?.kind ?? .blob
+        return (value ?? kind.defaultValue).matchKey(for: kind)
+    }
+
+    func seal(_ item: Item, secret: SecretBytes, generation: Int64) throws(KeychainError) -> SealedItem {
+        let header = self.header.withLock { $0 }
+        let cls = item.accessibility
+        guard let (classKey, metaKey) = classKey(cls) else { throw lockedError(cls) }
+        let uuid = uuidData(item.uuid)
+        let kind = item.itemClass.rawValue
+        let sync: Int64 = item.isSynchronizable ? 1 : 0
+        let primaryIndex = DeviceKeys.index(item.primaryKeyBytes, key: deviceKeys.primaryIndexKey)
+        let accountCode = Self.accountCode(item.itemClass) ?? "acct"
+        let serviceCode = Self.serviceCode(item.itemClass) ?? "svce"
+        do {
+            var metaAAD = AAD("kc1/meta")
+            metaAAD.append(header.dbUUID); metaAAD.append(uuid); metaAAD.append(kind); metaAAD.append(cls.rawValue)
+            metaAAD.append(sync); metaAAD.append(generation)
+            let meta = try Sealing.seal(ItemCodec.encode(item), key: metaKey, aad: metaAAD.bytes)
+
+            let itemKey = SymmetricKey.random()
+            var secretAAD = AAD("kc1/sec")
+            secretAAD.append(header.dbUUID); secretAAD.append(uuid); secretAAD.append(kind)
+            secretAAD.append(cls.rawValue); secretAAD.append(generation); secretAAD.append(Data(SHA256.hash(data: meta)))
+            var padded = SecretPadding.pad(secret)
+            defer { padded.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+            let sealedSecret = try Sealing.seal(padded, key: itemKey, aad: secretAAD.bytes)
+
+            let wrappedKey = try itemKey.withUnsafeBytes { raw in
+                try Sealing.seal(raw, key: classKey, aad: itemKeyAAD(header: header, uuid: uuid, cls: cls,
+                                                                      generation: generation, primaryIndex: primaryIndex))
+            }
+            return SealedItem(
+                uuid: uuid, kind: kind, accessibility: cls.rawValue, sync: sync, generation: generation,
+                primaryIndex: primaryIndex,
+                groupIndex: DeviceKeys.index(Array(item.accessGroup.utf8), key: deviceKeys.groupIndexKey),
+                accountIndex: DeviceKeys.index(
+                    indexBytes(item.effectiveValue(accountCode), code: accountCode, cls: item.itemClass),
+                    key: deviceKeys.accountIndexKey),
+                serviceIndex: DeviceKeys.index(
+                    indexBytes(item.effectiveValue(serviceCode), code: serviceCode, cls: item.itemClass),
+                    key: deviceKeys.serviceIndexKey),
+                meta: meta, wrappedKey: wrappedKey, secret: sealedSecret)
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainError(.internalComponent, "sealing failed")
+        }
+    }
+
+    private func itemKeyAAD(header: FileHeader, uuid: Data, cls: Accessibility, generation: Int64, primaryIndex: Data)
+        -> [UInt8]
+    {
+        var aad = AAD("kc1/ik")
+        aad.append(header.dbUUID); aad.append(uuid); aad.append(cls.rawValue); aad.append(Int64(1))
+        aad.append(generation); aad.append(primaryIndex)
+        return aad.bytes
+    }
+
+    /// Decrypts a row's metadata; its class key must be available.
+    func openMeta(_ row: Row) throws(KeychainError) -> (Item, Accessibility) {
+        let header = self.header.withLock { $0 }
+        guard let clsCode = row["class"] as String?, let cls = Accessibility(rawValue: clsCode),
+            let kindCode = row["kind"] as String?, let itemClass = ItemClass(rawValue: kindCode),
+            let uuidBytes = row["uuid"] as Data?, let sync = row["sync"] as Int64?, let gen = row["gen"] as Int64?,
+            let meta = row["meta"] as Data?, row["wrapped_key"] as Data? != nil, row["secret"] as Data? != nil,
+            row["primary_index"] as Data? != nil
+        else { throw KeychainError.decode("row") }
+        guard let (_, metaKey) = classKey(cls) else { throw lockedError(cls) }
+        var aad = AAD("kc1/meta")
+        aad.append(header.dbUUID); aad.append(uuidBytes); aad.append(kindCode); aad.append(cls.rawValue)
+        aad.append(sync); aad.append(gen)
+        let plain = try Sealing.open(meta, key: metaKey, aad: aad.bytes)
+        let item: Item
+        do { item = try ItemCodec.decode(plain, itemClass: itemClass, uuid: try uuid(uuidBytes)) } catch {
+            throw KeychainError.decode("metadata")
+        }
+        // The clear columns must agree with what the sealed metadata says.
+        guard item.accessibility == cls, (item.isSynchronizable ? 1 : 0) == sync else {
+            throw KeychainError.decode("row does not match its metadata")
+        }
+        return (item, cls)
+    }
+
+    /// Decrypts a row's secret: unwrap the item key with the class key, then open the secret.
+    func openSecret(_ row: Row, item: Item) throws(KeychainError) -> SecretBytes {
+        let header = self.header.withLock { $0 }
+        let cls = item.accessibility
+        guard let (classKey, _) = classKey(cls) else { throw lockedError(cls) }
+        let uuidBytes: Data = row["uuid"]
+        let generation: Int64 = row["gen"]
+        let rawKey = try Sealing.open(
+            row["wrapped_key"], key: classKey,
+            aad: itemKeyAAD(header: header, uuid: uuidBytes, cls: cls, generation: generation,
+                            primaryIndex: row["primary_index"]))
+        let itemKey = SymmetricKey(data: rawKey)
+        let meta: Data = row["meta"]
+        var aad = AAD("kc1/sec")
+        aad.append(header.dbUUID); aad.append(uuidBytes); aad.append(item.itemClass.rawValue)
+        aad.append(cls.rawValue); aad.append(generation); aad.append(Data(SHA256.hash(data: meta)))
+        var padded = try Sealing.open(row["secret"], key: itemKey, aad: aad.bytes)
+        return try SecretPadding.unpad(&padded)
+    }
+
+    /// The rows that may match: narrowed in SQL by class, sync flag, blind indexes and persistent reference.
+    private func candidates(for query: ItemQuery, db: Database) throws -> RowCursor {
+        let (sql, arguments) = candidateSQL(for: query)
+        return try Row.fetchCursor(db, sql: sql, arguments: arguments)
+    }
+
+    /// The candidates as copies, for calls that change rows while going through them.
+    private func candidateRows(for query: ItemQuery, db: Database) throws -> [Row] {
+        let (sql, arguments) = candidateSQL(for: query)
+        return try Row.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    private func candidateSQL(for query: ItemQuery) -> (String, StatementArguments) {
+        var clauses = ["kind = ?"]
+        var arguments: [any DatabaseValueConvertible] = [query.itemClass.rawValue]
+        switch query.sync {
+        case .nonSynchronizable: clauses.append("sync = 0")
+        case .synchronizable: clauses.append("sync = 1")
+        case .any: break
+        }
+        if let accessibility = query.accessibility {
+            clauses.append("class = ?")
+            arguments.append(accessibility.rawValue)
+        }
+        if let group = query.accessGroup {
+            clauses.append("group_index = ?")
+            arguments.append(DeviceKeys.index(Array(group.utf8), key: deviceKeys.groupIndexKey))
+        }
+        if let code = Self.serviceCode(query.itemClass), let value = query.attributes[code] {
+            clauses.append("service_index = ?")
+            arguments.append(DeviceKeys.index(indexBytes(value, code: code, cls: query.itemClass), key: deviceKeys.serviceIndexKey))
+        }
+        if let code = Self.accountCode(query.itemClass), let value = query.attributes[code] {
+            clauses.append("account_index = ?")
+            arguments.append(DeviceKeys.index(indexBytes(value, code: code, cls: query.itemClass), key: deviceKeys.accountIndexKey))
+        }
+        if let ref = query.persistentReference {
+            switch ref.identifier {
+            case .uuid(let u):
+                clauses.append("uuid = ?")
+                arguments.append(uuidData(u))
+            case .rowID(let r):
+                clauses.append("rowid = ?")
+                arguments.append(r)
+            }
+        }
+        let sql = "SELECT * FROM items WHERE " + clauses.joined(separator: " AND ") + " ORDER BY rowid"
+        return (sql, StatementArguments(arguments))
+    }
+}

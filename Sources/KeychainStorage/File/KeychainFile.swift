@@ -1,0 +1,399 @@
+import Crypto
+import Foundation
+import GRDB
+import KeychainCore
+import Logging
+import Synchronization
+
+/// One keychain file, opened in this process: the encrypted item store with its lock state.
+///
+/// Every call is one SQLite transaction; a crash at any instant leaves either the old or the new state.
+/// Thread-safe: GRDB serialises writes, and the unlocked keys sit behind a mutex.
+public final class KeychainFile: Sendable {
+    public struct Configuration: Sendable {
+        /// Where the device key and per-keychain state live (`$XDG_STATE_HOME/keychain`).
+        public var stateDirectory: URL
+        public var kdf: KDFParameters = .standard
+        public var clock: @Sendable () -> Date = { Date() }
+        public var logger = Logger(label: "keychain.storage")
+        public init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
+    }
+
+    /// Auto-lock settings (`SecKeychainSettings`).
+    public struct Settings: Sendable, Hashable {
+        /// Seconds of inactivity before the keychain locks; nil = never.
+        public var lockInterval: Int?
+        public var lockOnSleep: Bool
+        public init(lockInterval: Int?, lockOnSleep: Bool) {
+            self.lockInterval = lockInterval
+            self.lockOnSleep = lockOnSleep
+        }
+        /// What Apple gives a new keychain: lock after 300 s idle, and on sleep.
+        public static let appleDefault = Settings(lockInterval: 300, lockOnSleep: true)
+        public static let never = Settings(lockInterval: nil, lockOnSleep: false)
+    }
+
+    public let url: URL
+    let pool: DatabasePool
+    let configuration: Configuration
+    let deviceKey: SymmetricKey
+    let header: Mutex<FileHeader>
+    let deviceKeys: DeviceKeys
+    let keys = Mutex(UnlockedKeys())
+    var statePath: String {
+        configuration.stateDirectory.appendingPathComponent("\(header.withLock { $0.dbUUID }.uuidString).state").path
+    }
+
+    struct UnlockedKeys: Sendable {
+        var classKeys: [Accessibility: SymmetricKey] = [:]
+        var metadataKeys: [Accessibility: SymmetricKey] = [:]
+        var lastActivity: Date = .distantPast
+    }
+
+    private init(url: URL, pool: DatabasePool, configuration: Configuration, deviceKey: SymmetricKey,
+                 header: FileHeader) {
+        self.url = url
+        self.pool = pool
+        self.configuration = configuration
+        self.deviceKey = deviceKey
+        self.header = Mutex(header)
+        self.deviceKeys = DeviceKeys(deviceKey: deviceKey, header: header)
+    }
+
+    // MARK: - Create, open, delete
+
+    /// Creates a new keychain file. With no password it is a keychain of a device without a passcode.
+    public static func create(at url: URL, password: SecretBytes?, settings: Settings = .appleDefault,
+                              configuration: Configuration) throws(KeychainError) -> KeychainFile
+    {
+        if FileManager.default.fileExists(atPath: url.path) {
+            throw KeychainError(.duplicateKeychain, url.lastPathComponent)
+        }
+        try FileSystem.makePrivateDirectory(url.deletingLastPathComponent())
+        let deviceKey = try DeviceKey.loadOrCreate(in: configuration.stateDirectory)
+        let hasPassword = !(password?.isEmpty ?? true)
+        let header = FileHeader(
+            dbUUID: UUID(), dbSalt: Data(SymmetricKey.random().bytes), passwordSalt: Data(SymmetricKey.random().bytes),
+            hasPassword: hasPassword, kdf: configuration.kdf, keybagGeneration: 1)
+        let passwordKEK = try KeyHierarchy.passwordKEK(
+            password: hasPassword ? password : nil, header: header, deviceKey: deviceKey)
+        let deviceKeys = DeviceKeys(deviceKey: deviceKey, header: header)
+
+        // Build the whole file under a temporary name, then move it into place: a crash leaves no half keychain.
+        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).new")
+        do {
+            try FileSystem.writeNewFile(temp.path, bytes: [])
+            let pool = try openPool(temp)
+            try FileSchema.migrator().migrate(pool)
+            try pool.write { db in
+                let manifest = Manifest(epoch: 1, count: 0, digest: Data(count: 32))
+                try db.execute(
+                    sql: """
+                        INSERT INTO kc_meta (id, format, db_uuid, db_salt, pw_salt, has_password, kdf_id, kdf_n, kdf_r,
+                          kdf_p, keybag_gen, epoch, item_count, set_digest, manifest_mac, lock_interval, lock_on_sleep)
+                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        FileSchema.formatVersion, uuidData(header.dbUUID), header.dbSalt, header.passwordSalt,
+                        hasPassword, header.kdf.id, header.kdf.n, header.kdf.r, header.kdf.p, header.keybagGeneration,
+                        manifest.digest, manifest.mac(key: deviceKeys.manifestKey, header: header),
+                        settings.lockInterval ?? Int(Int32.max), settings.lockOnSleep,
+                    ])
+                for cls in KeyHierarchy.classes(hasPassword: hasPassword) {
+                    let kek = KeyHierarchy.isDeviceClass(cls) ? deviceKeys.deviceKEK : passwordKEK
+                    let blob = try Sealing.seal(
+                        SymmetricKey.random().bytes, key: kek,
+                        aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: 1, header: header))
+                    try db.execute(
+                        sql: "INSERT INTO keybag (class, key_gen, wrap, blob) VALUES (?, 1, ?, ?)",
+                        arguments: [cls.rawValue, KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw", blob])
+                }
+            }
+            try pool.close()
+            try? FileManager.default.removeItem(atPath: temp.path + "-wal")
+            try? FileManager.default.removeItem(atPath: temp.path + "-shm")
+            guard link(temp.path, url.path) == 0 else {
+                try? FileManager.default.removeItem(at: temp)
+                throw KeychainError(.duplicateKeychain, url.lastPathComponent)
+            }
+            try? FileManager.default.removeItem(at: temp)
+        } catch let error as KeychainError {
+            try? FileManager.default.removeItem(at: temp)
+            throw error
+        } catch {
+            try? FileManager.default.removeItem(at: temp)
+            throw StorageErrors.map(error)
+        }
+        let file = try open(at: url, configuration: configuration)
+        if hasPassword, let password { try file.unlock(password: password) }
+        return file
+    }
+
+    /// Opens an existing keychain file and checks its manifest. A keychain without a password opens unlocked;
+    /// one with a password opens locked, with only its Always classes readable.
+    public static func open(at url: URL, configuration: Configuration) throws(KeychainError) -> KeychainFile {
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw KeychainError(.noSuchKeychain, url.lastPathComponent)
+        }
+        let deviceKey = try DeviceKey.loadOrCreate(in: configuration.stateDirectory)
+        let pool: DatabasePool
+        let header: FileHeader
+        do {
+            pool = try openPool(url)
+            header = try pool.read { db -> FileHeader in
+                guard try db.tableExists("kc_meta"), let row = try Row.fetchOne(db, sql: "SELECT * FROM kc_meta") else {
+                    throw KeychainError(.invalidKeychain, "not a keychain file")
+                }
+                let format: Int = row["format"]
+                guard format == FileSchema.formatVersion else {
+                    throw KeychainError(.wrongSecVersion, "format \(format)")
+                }
+                return FileHeader(
+                    dbUUID: try uuid(row["db_uuid"]), dbSalt: row["db_salt"], passwordSalt: row["pw_salt"],
+                    hasPassword: row["has_password"],
+                    kdf: KDFParameters(id: row["kdf_id"], n: row["kdf_n"], r: row["kdf_r"], p: row["kdf_p"]),
+                    keybagGeneration: row["keybag_gen"])
+            }
+        } catch let error as KeychainError {
+            throw error
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_NOTADB {
+            throw KeychainError(.invalidKeychain, "not a keychain file")
+        } catch {
+            throw StorageErrors.map(error)
+        }
+        let file = KeychainFile(url: url, pool: pool, configuration: configuration, deviceKey: deviceKey, header: header)
+        try file.verifyManifest()
+        try file.loadDeviceClassKeys()
+        if !header.hasPassword { try file.unlock(password: nil) }
+        return file
+    }
+
+    /// Deletes a keychain file and its state. Open handles fail afterwards.
+    public static func delete(at url: URL) throws(KeychainError) {
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw KeychainError(.noSuchKeychain, url.lastPathComponent)
+        }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
+    }
+
+    static func openPool(_ url: URL) throws -> DatabasePool {
+        var config = GRDB.Configuration()
+        config.busyMode = .timeout(30)
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        return try DatabasePool(path: url.path, configuration: config)
+    }
+
+    // MARK: - State
+
+    public var hasPassword: Bool { header.withLock { $0.hasPassword } }
+
+    /// True when the WhenUnlocked classes are unavailable.
+    public var isLocked: Bool {
+        applyAutoLock()
+        return keys.withLock { $0.classKeys[.whenUnlocked] == nil }
+    }
+
+    public func settings() throws(KeychainError) -> Settings {
+        try read { db in
+            let row = try Row.fetchOne(db, sql: "SELECT lock_interval, lock_on_sleep FROM kc_meta")!
+            let interval: Int = row["lock_interval"]
+            return Settings(lockInterval: interval >= Int(Int32.max) ? nil : interval, lockOnSleep: row["lock_on_sleep"])
+        }
+    }
+
+    public func setSettings(_ settings: Settings) throws(KeychainError) {
+        try write { db, _ in
+            try db.execute(
+                sql: "UPDATE kc_meta SET lock_interval = ?, lock_on_sleep = ?",
+                arguments: [settings.lockInterval ?? Int(Int32.max), settings.lockOnSleep])
+        }
+    }
+
+    /// Locks the keychain: forgets the keys of the WhenUnlocked classes. AfterFirstUnlock keys stay until this
+    /// process ends; Always keys need no password.
+    public func lock() {
+        keys.withLock { keys in
+            for cls in Accessibility.allCases where cls.protection == .untilLocked {
+                keys.classKeys[cls] = nil
+                keys.metadataKeys[cls] = nil
+            }
+        }
+        configuration.logger.debug("keychain.lock")
+    }
+
+    /// Unlocks with the keychain's password (nil or empty for a keychain without one).
+    ///
+    /// - Throws: `errSecAuthFailed` for a wrong password, or while a back-off after repeated failures runs.
+    public func unlock(password: SecretBytes?) throws(KeychainError) {
+        let header = self.header.withLock { $0 }
+        let now = configuration.clock()
+        if !header.hasPassword {
+            if let password, !password.isEmpty { throw KeychainError(.authFailed) }
+            let kek = try KeyHierarchy.passwordKEK(password: nil, header: header, deviceKey: deviceKey)
+            try loadClassKeys(kek: kek, header: header, now: now)
+            return
+        }
+        var state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
+        if state.failedAttempts >= DeviceState.hardLimit {
+            throw KeychainError(.authFailed, "too many failed attempts; the keychain is locked out")
+        }
+        if state.nextAttemptAt > now.timeIntervalSince1970 {
+            let wait = Int((state.nextAttemptAt - now.timeIntervalSince1970).rounded(.up))
+            throw KeychainError(.authFailed, "too many failed attempts; try again in \(wait) s")
+        }
+        let kek = try KeyHierarchy.passwordKEK(password: password, header: header, deviceKey: deviceKey)
+        do {
+            try loadClassKeys(kek: kek, header: header, now: now)
+        } catch {
+            state = (try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)) ?? state
+            state.failedAttempts += 1
+            state.nextAttemptAt = now.timeIntervalSince1970 + DeviceState.delay(afterFailures: state.failedAttempts)
+            try state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: true)
+            configuration.logger.warning("keychain.unlock.failed", metadata: ["attempts": "\(state.failedAttempts)"])
+            throw KeychainError(.authFailed)
+        }
+        if state.failedAttempts != 0 || state.nextAttemptAt != 0 {
+            state.failedAttempts = 0
+            state.nextAttemptAt = 0
+            try state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: true)
+        }
+    }
+
+    /// Unwraps every password-class key with `kek`; one failure (a wrong password) unwraps none.
+    private func loadClassKeys(kek: SymmetricKey, header: FileHeader, now: Date) throws(KeychainError) {
+        let rows = try read { db in try Row.fetchAll(db, sql: "SELECT class, key_gen, wrap, blob FROM keybag") }
+        var unwrapped: [Accessibility: SymmetricKey] = [:]
+        for row in rows {
+            guard let cls = Accessibility(rawValue: row["class"]) else { throw KeychainError.decode("keybag") }
+            let wrap: String = row["wrap"]
+            guard wrap == (KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw") else { throw KeychainError.decode("keybag") }
+            let key = wrap == "dev" ? deviceKeys.deviceKEK : kek
+            let raw = try Sealing.open(
+                row["blob"], key: key, aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: row["key_gen"], header: header))
+            unwrapped[cls] = SymmetricKey(data: raw)
+        }
+        keys.withLock { keys in
+            for (cls, key) in unwrapped {
+                keys.classKeys[cls] = key
+                keys.metadataKeys[cls] = KeyHierarchy.metadataKey(classKey: key, header: header)
+            }
+            keys.lastActivity = now
+        }
+    }
+
+    private func loadDeviceClassKeys() throws(KeychainError) {
+        let header = self.header.withLock { $0 }
+        let rows = try read { db in try Row.fetchAll(db, sql: "SELECT class, key_gen, blob FROM keybag WHERE wrap = 'dev'") }
+        for row in rows {
+            guard let cls = Accessibility(rawValue: row["class"]), KeyHierarchy.isDeviceClass(cls) else {
+                throw KeychainError.decode("keybag")
+            }
+            let raw = try Sealing.open(
+                row["blob"], key: deviceKeys.deviceKEK,
+                aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: row["key_gen"], header: header))
+            let key = SymmetricKey(data: raw)
+            keys.withLock {
+                $0.classKeys[cls] = key
+                $0.metadataKeys[cls] = KeyHierarchy.metadataKey(classKey: key, header: header)
+            }
+        }
+    }
+
+    /// Locks if the idle interval has passed since the last use (a password keychain only).
+    func applyAutoLock() {
+        guard hasPassword else { return }
+        let interval = (try? settings().lockInterval) ?? nil
+        let now = configuration.clock()
+        let expired = keys.withLock { keys -> Bool in
+            guard let interval, keys.classKeys[.whenUnlocked] != nil else { return false }
+            return now.timeIntervalSince(keys.lastActivity) > Double(interval)
+        }
+        if expired { lock() }
+        keys.withLock { $0.lastActivity = now }
+    }
+
+    // MARK: - Transactions
+
+    func read<T>(_ body: (Database) throws -> T) throws(KeychainError) -> T {
+        do { return try pool.read(body) } catch { throw StorageErrors.map(error) }
+    }
+
+    /// One write transaction (BEGIN IMMEDIATE) that also advances the manifest and the epoch.
+    func write<T>(_ body: (Database, inout Manifest.Changes) throws -> T) throws(KeychainError) -> T {
+        let header = self.header.withLock { $0 }
+        let result: T
+        let epoch: Int64
+        do {
+            (result, epoch) = try pool.writeWithoutTransaction { db in
+                var output: (T, Int64)?
+                try db.inTransaction(.immediate) {
+                    var changes = Manifest.Changes()
+                    let value = try body(db, &changes)
+                    var manifest = try Manifest.load(db)
+                    manifest.apply(changes)
+                    manifest.epoch += 1
+                    try manifest.store(db, mac: manifest.mac(key: deviceKeys.manifestKey, header: header))
+                    output = (value, manifest.epoch)
+                    return .commit
+                }
+                return output!
+            }
+        } catch {
+            throw StorageErrors.map(error)
+        }
+        recordEpoch(epoch, header: header)
+        return result
+    }
+
+    /// Remembers the newest epoch beside the device key (not synced: losing it on power loss only weakens the
+    /// rollback check, it never refuses a good file).
+    private func recordEpoch(_ epoch: Int64, header: FileHeader) {
+        guard var state = try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID),
+            state.epoch < epoch
+        else { return }
+        state.epoch = epoch
+        try? state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: false)
+    }
+
+    /// Checks the manifest MAC, the set of rows against it, and the epoch against the device state.
+    func verifyManifest() throws(KeychainError) {
+        let header = self.header.withLock { $0 }
+        let (manifest, mac, digest, count) = try read { db in
+            let m = try Manifest.load(db)
+            let mac: Data = try Data.fetchOne(db, sql: "SELECT manifest_mac FROM kc_meta")!
+            var digest = [UInt8](repeating: 0, count: 32)
+            var count: Int64 = 0
+            let rows = try Row.fetchCursor(db, sql: "SELECT uuid, kind, class, sync, gen, primary_index FROM items")
+            while let row = try rows.next() {
+                let c = Manifest.contribution(
+                    uuid: row["uuid"], kind: row["kind"], accessibility: row["class"], sync: row["sync"],
+                    generation: row["gen"], primaryIndex: row["primary_index"], key: deviceKeys.manifestKey)
+                for i in 0..<32 { digest[i] ^= c[i] }
+                count += 1
+            }
+            return (m, mac, Data(digest), count)
+        }
+        let expected = manifest.mac(key: deviceKeys.manifestKey, header: header)
+        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: manifest.macInput(header), using: deviceKeys.manifestKey),
+            expected == mac
+        else { throw KeychainError(.decode, "the keychain's manifest does not verify") }
+        guard digest == manifest.digest, count == manifest.count else {
+            throw KeychainError(.decode, "the keychain's items do not match its manifest")
+        }
+        let state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
+        guard manifest.epoch >= state.epoch else {
+            throw KeychainError(.decode, "the keychain file is older than this device has seen (rollback)")
+        }
+    }
+}
+
+func uuidData(_ u: UUID) -> Data { withUnsafeBytes(of: u.uuid) { Data($0) } }
+
+func uuid(_ data: Data?) throws -> UUID {
+    guard let data, data.count == 16 else { throw KeychainError.decode("uuid") }
+    let u = [UInt8](data)
+    return UUID(uuid: (u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]))
+}

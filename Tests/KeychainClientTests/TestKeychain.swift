@@ -1,0 +1,47 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+
+/// A keychain in a fresh temporary XDG tree, removed when the value goes away.
+final class TestKeychain {
+    let root: URL
+    let locations: KeychainLocations
+    let client: KeychainClient
+
+    init(groups: [String] = ["G1", "G2"], password: String? = nil) throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-test-\(UUID().uuidString)")
+        locations = KeychainLocations(
+            keychainDirectory: root.appendingPathComponent("data/keychains"),
+            stateDirectory: root.appendingPathComponent("state/keychain"),
+            configDirectory: root.appendingPathComponent("config/keychain"))
+        client = try KeychainClient.open(
+            keychain: "test", locations: locations, caller: Caller(accessGroups: groups),
+            createWithPassword: password.map { SecretBytes(utf8: $0) }, kdf: .fastForTests)
+    }
+
+    /// Another caller on the same file.
+    func client(groups: [String]) throws -> KeychainClient {
+        KeychainClient(file: client.file, caller: Caller(accessGroups: groups))
+    }
+
+    deinit { try? FileManager.default.removeItem(at: root) }
+}
+
+extension KDFParameters {
+    /// The smallest parameters a file may carry (N=2^15): keeps password tests quick.
+    static let fastForTests = KDFParameters(id: 1, n: 1 << 15, r: 8, p: 1)
+}
+
+func status(_ body: () throws -> Void) -> Int32 {
+    do {
+        try body()
+        return 0
+    } catch {
+        return (error as? KeychainError)?.status.rawValue ?? 1
+    }
+}
+
+extension Data {
+    init(_ string: String) { self = Data(string.utf8) }
+}

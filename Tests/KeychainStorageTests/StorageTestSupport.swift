@@ -1,0 +1,66 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+
+/// A keychain file in its own temporary directory, with its own device key.
+final class TestFile {
+    let root: URL
+    let url: URL
+    var configuration: KeychainFile.Configuration
+    var file: KeychainFile
+    let caller = Caller(accessGroups: ["G1"])
+
+    init(password: String? = nil, clock: (@Sendable () -> Date)? = nil) throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-storage-\(UUID().uuidString)")
+        url = root.appendingPathComponent("keychains/test.keychain-db")
+        configuration = KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
+        configuration.kdf = KDFParameters(id: 1, n: 1 << 15, r: 8, p: 1)
+        if let clock { configuration.clock = clock }
+        file = try KeychainFile.create(
+            at: url, password: password.map { SecretBytes(utf8: $0) }, settings: .never, configuration: configuration)
+    }
+
+    func reopen() throws { file = try KeychainFile.open(at: url, configuration: configuration) }
+
+    @discardableResult
+    func add(_ dictionary: [String: QueryValue]) throws -> FoundItem {
+        try file.add(QueryParser.parse(dictionary, for: .add), caller: caller)
+    }
+
+    func search(_ dictionary: [String: QueryValue]) throws -> [FoundItem] {
+        try file.search(QueryParser.parse(dictionary, for: .search), caller: caller)
+    }
+
+    func secret(_ account: String) throws -> String? {
+        try search(["class": "genp", "acct": .string(account), "r_Data": true]).first?.secret?.unprotectedString()
+    }
+
+    deinit { try? FileManager.default.removeItem(at: root) }
+}
+
+/// A clock tests move by hand.
+final class ManualClock: @unchecked Sendable {
+    // SAFETY: tests drive it from one task at a time.
+    var now = Date(timeIntervalSince1970: 1_800_000_000)
+    var read: @Sendable () -> Date { { [unowned self] in self.now } }
+}
+
+func status(_ body: () throws -> Void) -> Int32 {
+    do {
+        try body()
+        return 0
+    } catch {
+        return (error as? KeychainError)?.status.rawValue ?? 1
+    }
+}
+
+func fileBytes(_ path: String) -> [UInt8] { (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))) ?? [] }
+
+func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
+    let n = Array(needle.utf8)
+    guard n.count <= haystack.count else { return false }
+    for i in 0...(haystack.count - n.count) where haystack[i] == n[0] && Array(haystack[i..<i + n.count]) == n {
+        return true
+    }
+    return false
+}
