@@ -262,6 +262,72 @@ public final class KeychainFile: Sendable {
         }
     }
 
+    /// Changes, sets or removes the keychain's password (nil or empty = none). Only the class keys are re-wrapped,
+    /// in one transaction; items are untouched. Removing the password deletes the WhenPasscodeSet items, as Apple
+    /// does when a device loses its passcode.
+    ///
+    /// - Returns: how many WhenPasscodeSet items were deleted.
+    /// - Throws: `errSecAuthFailed` when `old` is wrong (and it counts toward the back-off).
+    @discardableResult
+    public func changePassword(old: SecretBytes?, new: SecretBytes?) throws(KeychainError) -> Int {
+        try unlock(password: old)
+        let oldHeader = header.withLock { $0 }
+        var newHeader = oldHeader
+        newHeader.hasPassword = !(new?.isEmpty ?? true)
+        newHeader.passwordSalt = Data(SymmetricKey.random().bytes)
+        newHeader.kdf = configuration.kdf
+        newHeader.keybagGeneration += 1
+        let newKEK = try KeyHierarchy.passwordKEK(
+            password: newHeader.hasPassword ? new : nil, header: newHeader, deviceKey: deviceKey)
+        var classKeys = keys.withLock { $0.classKeys }
+        let classes = KeyHierarchy.classes(hasPassword: newHeader.hasPassword)
+        for cls in classes where classKeys[cls] == nil { classKeys[cls] = SymmetricKey.random() }
+        let removedPasscodeClass = oldHeader.hasPassword && !newHeader.hasPassword
+        let deleted = try write(newHeader: newHeader) { db, changes -> Int in
+            try db.execute(
+                sql: "UPDATE kc_meta SET pw_salt = ?, has_password = ?, kdf_id = ?, kdf_n = ?, kdf_r = ?, kdf_p = ?, keybag_gen = ?",
+                arguments: [newHeader.passwordSalt, newHeader.hasPassword, newHeader.kdf.id, newHeader.kdf.n,
+                            newHeader.kdf.r, newHeader.kdf.p, newHeader.keybagGeneration])
+            try db.execute(sql: "DELETE FROM keybag")
+            for cls in classes {
+                let kek = KeyHierarchy.isDeviceClass(cls) ? deviceKeys.deviceKEK : newKEK
+                let blob = try classKeys[cls]!.withUnsafeBytes { raw in
+                    try Sealing.seal(raw, key: kek, aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: 1, header: newHeader))
+                }
+                try db.execute(
+                    sql: "INSERT INTO keybag (class, key_gen, wrap, blob) VALUES (?, 1, ?, ?)",
+                    arguments: [cls.rawValue, KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw", blob])
+            }
+            guard removedPasscodeClass else { return 0 }
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT uuid, kind, class, sync, gen, primary_index FROM items WHERE class = 'akpu'")
+            for row in rows {
+                changes.removed.append(
+                    Manifest.contribution(
+                        uuid: row["uuid"], kind: row["kind"], accessibility: row["class"], sync: row["sync"],
+                        generation: row["gen"], primaryIndex: row["primary_index"], key: deviceKeys.manifestKey))
+            }
+            try db.execute(sql: "DELETE FROM items WHERE class = 'akpu'")
+            return rows.count
+        }
+        header.withLock { $0 = newHeader }
+        keys.withLock { keys in
+            for cls in Accessibility.allCases {
+                if let key = classKeys[cls], classes.contains(cls) {
+                    keys.classKeys[cls] = key
+                    keys.metadataKeys[cls] = KeyHierarchy.metadataKey(classKey: key, header: newHeader)
+                } else {
+                    keys.classKeys[cls] = nil
+                    keys.metadataKeys[cls] = nil
+                }
+            }
+        }
+        if deleted > 0 {
+            configuration.logger.notice("keychain.password.removed", metadata: ["akpu.deleted": "\(deleted)"])
+        }
+        return deleted
+    }
+
     /// Unwraps every password-class key with `kek`; one failure (a wrong password) unwraps none.
     private func loadClassKeys(kek: SymmetricKey, header: FileHeader, now: Date) throws(KeychainError) {
         let rows = try read { db in try Row.fetchAll(db, sql: "SELECT class, key_gen, wrap, blob FROM keybag") }
@@ -322,8 +388,10 @@ public final class KeychainFile: Sendable {
     }
 
     /// One write transaction (BEGIN IMMEDIATE) that also advances the manifest and the epoch.
-    func write<T>(_ body: (Database, inout Manifest.Changes) throws -> T) throws(KeychainError) -> T {
-        let header = self.header.withLock { $0 }
+    func write<T>(newHeader: FileHeader? = nil, _ body: (Database, inout Manifest.Changes) throws -> T)
+        throws(KeychainError) -> T
+    {
+        let header = newHeader ?? self.header.withLock { $0 }
         let result: T
         let epoch: Int64
         do {

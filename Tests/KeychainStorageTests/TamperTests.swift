@@ -1,0 +1,176 @@
+import Foundation
+import GRDB
+import KeychainCore
+import KeychainStorage
+import Testing
+
+/// The attacks of CRYPTO-DESIGN §6: tampering gives errSecDecode or a refusal, never other data.
+@Suite("Tampering with the file")
+struct TamperTests {
+    /// Runs SQL on the raw file, as an attacker with the file would.
+    func tamper(_ t: TestFile, _ body: (Database) throws -> Void) throws {
+        let queue = try DatabaseQueue(path: t.url.path)
+        try queue.writeWithoutTransaction { db in try body(db) }
+        try queue.close()
+    }
+
+    func twoItems() throws -> TestFile {
+        let t = try TestFile(password: "pw")
+        try t.add(["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("secret-a".utf8))])
+        try t.add(["class": "genp", "acct": "b", "svce": "s", "v_Data": .data(Data("secret-b".utf8))])
+        return t
+    }
+
+    func readBack(_ t: TestFile) -> [String: Int32] {
+        var out: [String: Int32] = [:]
+        for account in ["a", "b"] {
+            do {
+                let value = try t.secret(account)
+                // Never another item's data.
+                #expect(value == "secret-\(account)")
+                out[account] = 0
+            } catch {
+                out[account] = (error as? KeychainError)?.status.rawValue ?? 1
+            }
+        }
+        return out
+    }
+
+    @Test("swapping a column between two rows fails to open", arguments: ["secret", "wrapped_key", "meta"])
+    func swap(column: String) throws {
+        let t = try twoItems()
+        try tamper(t) { db in
+            let a: Data = try Data.fetchOne(db, sql: "SELECT \(column) FROM items WHERE rowid = 1")!
+            let b: Data = try Data.fetchOne(db, sql: "SELECT \(column) FROM items WHERE rowid = 2")!
+            try db.execute(sql: "UPDATE items SET \(column) = ? WHERE rowid = 1", arguments: [b])
+            try db.execute(sql: "UPDATE items SET \(column) = ? WHERE rowid = 2", arguments: [a])
+        }
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        let results = readBack(t)
+        #expect(results["a"] != 0 && results["b"] != 0)
+    }
+
+    @Test("changing a clear column (class, sync, kind, generation) is refused", arguments: [
+        "UPDATE items SET class = 'dk' WHERE rowid = 1",
+        "UPDATE items SET sync = 1 WHERE rowid = 1",
+        "UPDATE items SET gen = 7 WHERE rowid = 1",
+        "UPDATE items SET kind = 'inet' WHERE rowid = 1",
+    ])
+    func clearColumns(sql: String) throws {
+        let t = try twoItems()
+        try tamper(t) { db in try db.execute(sql: sql) }
+        // The manifest catches it at open; had it not, the AEAD would.
+        #expect(status { try t.reopen() } == -26275)
+    }
+
+    @Test("replacing a row with its own older version is refused")
+    func rowRollback() throws {
+        let t = try twoItems()
+        var old: Row?
+        try tamper(t) { db in old = try Row.fetchOne(db, sql: "SELECT * FROM items WHERE rowid = 1") }
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        try t.file.update(
+            QueryParser.parse(["class": "genp", "acct": "a"], for: .update),
+            with: QueryParser.parseUpdate(["v_Data": .data(Data("newer".utf8))], itemClass: .genericPassword),
+            caller: t.caller)
+        try tamper(t) { db in
+            try db.execute(sql: "DELETE FROM items WHERE rowid = 1")
+            try db.execute(
+                sql: "INSERT INTO items SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?",
+                arguments: StatementArguments(old!.databaseValues))
+        }
+        #expect(status { try t.reopen() } == -26275)
+    }
+
+    @Test("deleting a row is refused")
+    func deleteRow() throws {
+        let t = try twoItems()
+        try tamper(t) { db in try db.execute(sql: "DELETE FROM items WHERE rowid = 2") }
+        #expect(status { try t.reopen() } == -26275)
+    }
+
+    @Test("replacing the whole file with an older copy is refused (epoch)")
+    func fileRollback() throws {
+        let t = try twoItems()
+        t.file.lock()
+        let copy = t.root.appendingPathComponent("old-copy")
+        // An older, self-consistent snapshot: checkpointed file with no WAL.
+        try tamper(t) { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        try FileManager.default.copyItem(at: t.url, to: copy)
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        try t.add(["class": "genp", "acct": "c"])
+        try tamper(t) { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        try FileManager.default.removeItem(at: t.url)
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: t.url.path + suffix) }
+        try FileManager.default.copyItem(at: copy, to: t.url)
+        #expect(status { try t.reopen() } == -26275)
+    }
+
+    @Test("weakening the KDF parameters or changing the salt makes the password fail, not the KDF run weaker")
+    func kdfDowngrade() throws {
+        let t = try twoItems()
+        // The parameters are in every class key's associated data, so the keybag no longer opens.
+        try tamper(t) { db in try db.execute(sql: "UPDATE kc_meta SET kdf_n = 1024") }
+        #expect(status { try t.reopen(); try t.file.unlock(password: SecretBytes(utf8: "pw")) } == -26275)
+        let u = try twoItems()
+        try tamper(u) { db in try db.execute(sql: "UPDATE kc_meta SET pw_salt = zeroblob(32)") }
+        #expect(status { try u.reopen(); try u.file.unlock(password: SecretBytes(utf8: "pw")) } == -26275)
+    }
+
+    @Test("flipping any byte of a row's ciphertexts never yields data", arguments: ["secret", "wrapped_key", "meta"])
+    func flips(column: String) throws {
+        let t = try TestFile()
+        try t.add(["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("secret-a".utf8))])
+        var original = Data()
+        try tamper(t) { db in original = try Data.fetchOne(db, sql: "SELECT \(column) FROM items WHERE rowid = 1")! }
+        for index in 0..<original.count {
+            var altered = original
+            altered[index] ^= 0x01
+            try tamper(t) { db in
+                try db.execute(sql: "UPDATE items SET \(column) = ? WHERE rowid = 1", arguments: [altered])
+            }
+            let s = status { _ = try t.secret("a") }
+            #expect(s == -26275, "byte \(index)")
+        }
+    }
+}
+
+@Suite("Nothing readable on disk")
+struct CanaryTests {
+    @Test("no secret and no attribute value appears in the database, its WAL or shared memory")
+    func canaries() throws {
+        let t = try TestFile(password: "pw")
+        let canaries = ["CANARYSECRET1", "CANARYACCOUNT", "CANARYSERVICE", "CANARYLABEL", "CANARYCOMMENT", "CANARYSERVER"]
+        try t.add([
+            "class": "genp", "acct": "CANARYACCOUNT", "svce": "CANARYSERVICE", "labl": "CANARYLABEL",
+            "icmt": "CANARYCOMMENT", "v_Data": .data(Data("CANARYSECRET1".utf8)),
+        ])
+        try t.add(["class": "inet", "srvr": "CANARYSERVER", "acct": "CANARYACCOUNT", "v_Data": .data(Data("CANARYSECRET1".utf8))])
+        try t.file.update(
+            QueryParser.parse(["class": "genp", "acct": "CANARYACCOUNT"], for: .update),
+            with: QueryParser.parseUpdate(["labl": "CANARYLABEL"], itemClass: .genericPassword), caller: t.caller)
+        for suffix in ["", "-wal", "-shm"] {
+            let bytes = fileBytes(t.url.path + suffix)
+            for canary in canaries {
+                #expect(!contains(bytes, canary), "\(canary) in \(suffix)")
+            }
+        }
+        for name in try FileManager.default.contentsOfDirectory(atPath: t.configuration.stateDirectory.path) {
+            let bytes = fileBytes(t.configuration.stateDirectory.appendingPathComponent(name).path)
+            for canary in canaries { #expect(!contains(bytes, canary)) }
+        }
+    }
+
+    @Test("the file and its directory are private")
+    func permissions() throws {
+        let t = try TestFile()
+        try t.add(["class": "genp", "acct": "a"])
+        let attributes = try FileManager.default.attributesOfItem(atPath: t.url.path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let dir = try FileManager.default.attributesOfItem(atPath: t.url.deletingLastPathComponent().path)
+        #expect((dir[.posixPermissions] as? Int) == 0o700)
+        let key = try FileManager.default.attributesOfItem(
+            atPath: t.configuration.stateDirectory.appendingPathComponent("device.key").path)
+        #expect((key[.posixPermissions] as? Int) == 0o600)
+    }
+}
