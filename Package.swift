@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "KeychainCore", targets: ["KeychainCore"]),
         .library(name: "KeychainStorage", targets: ["KeychainStorage"]),
         .library(name: "KeychainClient", targets: ["KeychainClient"]),
+        .library(name: "Security", targets: ["Security"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -45,6 +46,12 @@ let package = Package(
             dependencies: ["KeychainCore", "KeychainStorage"],
             swiftSettings: strictSettings
         ),
+        // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, CF stand-ins. No rules of its own.
+        .target(
+            name: "Security",
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            swiftSettings: strictSettings
+        ),
         // Stores and reads a secret from the shell through the native API (the README's first command).
         .executableTarget(
             name: "keychain-example",
@@ -68,6 +75,10 @@ let package = Package(
             ],
             resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SecurityCompatTests",
+            dependencies: ["Security"]
         ),
         .testTarget(
             name: "KeychainClientTests",

@@ -43,6 +43,8 @@ public final class KeychainClient: Sendable {
     private static let sharedClient = Mutex<KeychainClient?>(nil)
 
     /// The process's client for the default keychain (`login` unless configured), created on first use.
+    ///
+    /// The caller's access group is `KEYCHAIN_APPLICATION_IDENTIFIER`, else the executable's name.
     public static func shared() throws(KeychainError) -> KeychainClient {
         try sharedClient.withLock { (client: inout KeychainClient?) throws(KeychainError) -> KeychainClient in
             if let client { return client }
@@ -50,7 +52,7 @@ public final class KeychainClient: Sendable {
             let env = ProcessInfo.processInfo.environment
             let appID = env["KEYCHAIN_APPLICATION_IDENTIFIER"]
                 ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "app").lastPathComponent
-            let url = locations.loginKeychain
+            let url = KeychainPreferences(locations: locations).defaultKeychain()
             let isNew = !FileManager.default.fileExists(atPath: url.path)
             let made = try open(keychain: url.path, locations: locations, caller: Caller(accessGroups: [appID]))
             if isNew {

@@ -174,3 +174,37 @@ struct CanaryTests {
         #expect((key[.posixPermissions] as? Int) == 0o600)
     }
 }
+
+@Suite("Nonce hygiene")
+struct NonceTests {
+    @Test("no AES-GCM nonce repeats across thousands of writes, and every item key is fresh")
+    func uniqueNonces() throws {
+        let t = try TestFile()
+        let queries = try (0..<3000).map { i in
+            try QueryParser.parse(["class": "genp", "acct": .string("a\(i)"), "v_Data": .data(Data("same".utf8))], for: .add)
+        }
+        try t.file.addAll(queries, caller: t.caller)
+        // Updates re-encrypt with a new item key and new nonces.
+        for i in 0..<200 {
+            try t.file.update(
+                QueryParser.parse(["class": "genp", "acct": .string("a\(i)")], for: .update),
+                with: QueryParser.parseUpdate(["v_Data": .data(Data("same".utf8))], itemClass: .genericPassword),
+                caller: t.caller)
+        }
+        var nonces = Set<Data>()
+        var secrets = Set<Data>()
+        let queue = try DatabaseQueue(path: t.url.path)
+        try queue.read { db in
+            for row in try Row.fetchAll(db, sql: "SELECT meta, wrapped_key, secret FROM items") {
+                for column in ["meta", "wrapped_key", "secret"] {
+                    let blob: Data = row[column]
+                    #expect(nonces.insert(blob.prefix(12)).inserted)
+                }
+                let secret: Data = row["secret"]
+                secrets.insert(secret)
+            }
+        }
+        #expect(nonces.count == 9000)
+        #expect(secrets.count == 3000)  // the same plaintext never gives the same ciphertext
+    }
+}

@@ -31,6 +31,24 @@ extension KeychainFile {
         return FoundItem(item: item, secret: query.returnTypes.contains(.data) ? secret : nil)
     }
 
+    /// Adds several items in one transaction (an import): all of them, or none if any fails.
+    public func addAll(_ queries: [ItemQuery], caller: Caller) throws(KeychainError) {
+        applyAutoLock()
+        let now = configuration.clock()
+        var sealed: [SealedItem] = []
+        sealed.reserveCapacity(queries.count)
+        for query in queries {
+            let item = try ItemRules.newItem(from: query, caller: caller, now: now)
+            if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
+                throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
+            }
+            sealed.append(try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1))
+        }
+        try write { db, changes in
+            for s in sealed { try insert(s, db: db, changes: &changes) }
+        }
+    }
+
     /// Finds items (`SecItemCopyMatching`), in insertion order, up to the query's limit.
     ///
     /// - Throws: `errSecItemNotFound` for no match; `errSecInteractionNotAllowed` when a candidate's class key is

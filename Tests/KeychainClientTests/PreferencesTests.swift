@@ -1,0 +1,48 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+import Testing
+
+@Suite("Several keychains, the default keychain and the search list")
+struct PreferencesTests {
+    @Test("names resolve under the keychain directory; paths are kept")
+    func names() throws {
+        let kc = try TestKeychain()
+        let l = kc.locations
+        #expect(l.url(forKeychain: "work").lastPathComponent == "work.keychain-db")
+        #expect(l.url(forKeychain: "work.keychain").lastPathComponent == "work.keychain-db")
+        #expect(l.url(forKeychain: "/tmp/x.keychain-db").path == "/tmp/x.keychain-db")
+        #expect(l.url(forKeychain: "work").deletingLastPathComponent().path == l.keychainDirectory.path)
+    }
+
+    @Test("default and search list round-trip; deleting a keychain drops it from both")
+    func preferences() throws {
+        let kc = try TestKeychain()
+        let prefs = KeychainPreferences(locations: kc.locations)
+        #expect(prefs.defaultKeychain() == kc.locations.loginKeychain)
+        #expect(prefs.searchList() == [kc.locations.loginKeychain])
+        let test = kc.locations.url(forKeychain: "test")
+        try prefs.setDefaultKeychain(test)
+        try prefs.setSearchList([test, kc.locations.loginKeychain])
+        #expect(prefs.defaultKeychain() == test)
+        #expect(prefs.searchList() == [test, kc.locations.loginKeychain])
+        try prefs.deleteKeychain(test)
+        #expect(!FileManager.default.fileExists(atPath: test.path))
+        #expect(prefs.searchList() == [kc.locations.loginKeychain])
+        #expect(prefs.defaultKeychain() == kc.locations.loginKeychain)
+        #expect(status { try prefs.deleteKeychain(test) } == -25294)
+        try prefs.setSearchList([])
+        #expect(prefs.searchList() == [])
+    }
+
+    @Test("two keychains are independent")
+    func independent() throws {
+        let kc = try TestKeychain()
+        let other = try KeychainClient.open(
+            keychain: "other", locations: kc.locations, caller: Caller(accessGroups: ["G1"]), kdf: .fastForTests)
+        try kc.client.add(["class": "genp", "acct": "a"])
+        #expect(status { _ = try other.search(["class": "genp", "acct": "a"]) } == -25300)
+        try other.add(["class": "genp", "acct": "a"])
+    }
+}
