@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "KeychainStorage", targets: ["KeychainStorage"]),
         .library(name: "KeychainClient", targets: ["KeychainClient"]),
         .library(name: "Security", targets: ["Security"]),
+        .executable(name: "security", targets: ["SecurityTool"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -52,6 +53,12 @@ let package = Package(
             dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
             swiftSettings: strictSettings
         ),
+        // The `security` command, mirroring macOS's.
+        .executableTarget(
+            name: "SecurityTool",
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            swiftSettings: strictSettings
+        ),
         // Stores and reads a secret from the shell through the native API (the README's first command).
         .executableTarget(
             name: "keychain-example",
@@ -74,6 +81,11 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             resources: [.copy("Fixtures")],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [],
             swiftSettings: strictSettings
         ),
         .testTarget(

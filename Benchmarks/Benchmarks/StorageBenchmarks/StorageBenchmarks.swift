@@ -168,14 +168,22 @@ enum Stores {
             }
         }
         var url = base
+        var config = configuration()
         if let copy {
-            url = root.appendingPathComponent("keychain-\(size)-\(copy)-\(UUID().uuidString).keychain-db")
+            // A copy is the same keychain (same id), so it gets its own device state, with the same device key.
+            let dir = root.appendingPathComponent("copies/\(size)-\(copy)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: dir.appendingPathComponent("state"), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(
+                at: config.stateDirectory.appendingPathComponent("device.key"),
+                to: dir.appendingPathComponent("state/device.key"))
+            url = dir.appendingPathComponent("copy.keychain-db")
             try FileManager.default.copyItem(at: base, to: url)
             for suffix in ["-wal"] where FileManager.default.fileExists(atPath: base.path + suffix) {
                 try FileManager.default.copyItem(atPath: base.path + suffix, toPath: url.path + suffix)
             }
+            config.stateDirectory = dir.appendingPathComponent("state")
         }
-        let file = try KeychainFile.open(at: url, configuration: configuration())
+        let file = try KeychainFile.open(at: url, configuration: config)
         try file.unlock(password: password)
         opened.withLock { $0[key] = file }
         return file

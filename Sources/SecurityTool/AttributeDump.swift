@@ -1,0 +1,68 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+
+/// The attribute dump of macOS `security` (`print_keychain_item_attributes`, semantics §8.4).
+enum AttributeDump {
+    enum Format: String {
+        case blob = "<blob>", uint32 = "<uint32>", sint32 = "<sint32>", timedate = "<timedate>"
+    }
+
+    /// The tags a record type lists, in the order macOS prints them (label and alias as tags 7 and 8).
+    static func tags(for itemClass: ItemClass) -> [(tag: String, code: String, format: Format)] {
+        let head: [(String, String, Format)] = [("0x00000007 ", "labl", .blob), ("0x00000008 ", "alis", .blob)]
+        let codes: [(String, Format)]
+        switch itemClass {
+        case .internetPassword:
+            codes = [("acct", .blob), ("atyp", .blob), ("cdat", .timedate), ("crtr", .uint32), ("cusi", .sint32),
+                     ("desc", .blob), ("icmt", .blob), ("invi", .sint32), ("mdat", .timedate), ("nega", .sint32),
+                     ("path", .blob), ("port", .uint32), ("prot", .blob), ("ptcl", .uint32), ("scrp", .sint32),
+                     ("sdmn", .blob), ("srvr", .blob), ("type", .uint32)]
+        default:
+            codes = [("acct", .blob), ("cdat", .timedate), ("crtr", .uint32), ("cusi", .sint32), ("desc", .blob),
+                     ("gena", .blob), ("icmt", .blob), ("invi", .sint32), ("mdat", .timedate), ("nega", .sint32),
+                     ("prot", .blob), ("scrp", .sint32), ("svce", .blob), ("type", .uint32)]
+        }
+        return head + codes.map { ("\"\($0.0)\"", $0.0, $0.1) }
+    }
+
+    static func text(for item: Item, keychain: URL) -> String {
+        var out = "keychain: \"\(keychain.path)\"\nversion: 512\nclass: \"\(item.itemClass.rawValue)\"\nattributes:\n"
+        for (tag, code, format) in tags(for: item.itemClass) {
+            out += "    \(tag)\(format.rawValue)=\(value(item.attributes[code], format: format))\n"
+        }
+        return out
+    }
+
+    static func value(_ value: AttributeValue?, format: Format) -> String {
+        guard let value else { return "<NULL>" }
+        // Our items carry Apple's data-protection defaults ("" for an absent primary-key blob); macOS's file
+        // keychain never stored those, so they print as absent.
+        if format == .blob, value == .string("") || value == .data(Data()) { return "<NULL>" }
+        switch (format, value) {
+        case (.timedate, .date(let t)):
+            return BufferPrinter.format(Array(timeString(Date(timeIntervalSinceReferenceDate: t)).utf8) + [0])
+        case (.uint32, .number(let n)), (.sint32, .number(let n)):
+            return BufferPrinter.format(uint32: UInt32(truncatingIfNeeded: n))
+        case (_, .string(let s)): return BufferPrinter.format(Array(s.utf8))
+        case (_, .data(let d)): return BufferPrinter.format(Array(d))
+        case (_, .number(let n)): return BufferPrinter.format(Array(String(n).utf8))
+        case (_, .date(let t)): return BufferPrinter.format(Array(timeString(Date(timeIntervalSinceReferenceDate: t)).utf8))
+        }
+    }
+
+    /// CSSM time: `YYYYMMDDhhmmssZ` in UTC.
+    static func timeString(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        return String(format: "%04d%02d%02d%02d%02d%02dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+    }
+
+    /// A four-character code (`-c`, `-C`, `-r`) as the number Apple stores.
+    static func fourCharCode(_ s: String) -> Int64? {
+        let bytes = Array(s.utf8)
+        guard bytes.count == 4 else { return nil }
+        return bytes.reduce(0) { $0 << 8 | Int64($1) }
+    }
+}

@@ -1,0 +1,50 @@
+/// POSIX getopt, as the macOS tool parses each subcommand's flags: `spec` lists option letters, a `:` after a
+/// letter means it takes a value. Parsing stops at the first operand or `--`.
+struct Getopt {
+    var options: [(Character, String?)] = []
+    var operands: [String] = []
+
+    enum Failure: Error { case usage }
+
+    init(_ arguments: [String], spec: String) throws(Failure) {
+        var takesValue: [Character: Bool] = [:]
+        var letters = Array(spec)
+        var i = 0
+        while i < letters.count {
+            let c = letters[i]
+            let hasValue = i + 1 < letters.count && letters[i + 1] == ":"
+            takesValue[c] = hasValue
+            i += hasValue ? 2 : 1
+        }
+        letters = []
+        var index = 0
+        while index < arguments.count {
+            let arg = arguments[index]
+            if arg == "--" { index += 1; break }
+            guard arg.hasPrefix("-"), arg.count > 1 else { break }
+            var chars = Array(arg.dropFirst())
+            while !chars.isEmpty {
+                let c = chars.removeFirst()
+                guard let hasValue = takesValue[c] else { throw .usage }
+                if hasValue {
+                    if !chars.isEmpty {
+                        options.append((c, String(chars)))
+                        chars = []
+                    } else if index + 1 < arguments.count {
+                        index += 1
+                        options.append((c, arguments[index]))
+                    } else {
+                        throw .usage
+                    }
+                } else {
+                    options.append((c, nil))
+                }
+            }
+            index += 1
+        }
+        operands = Array(arguments[index...])
+    }
+
+    func has(_ c: Character) -> Bool { options.contains { $0.0 == c } }
+    func value(_ c: Character) -> String? { options.last { $0.0 == c }?.1 }
+}

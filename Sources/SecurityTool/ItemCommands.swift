@@ -1,0 +1,201 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+
+/// add-, find- and delete-generic-password / -internet-password.
+struct ItemCommands {
+    let session: Session
+
+    enum Kind {
+        case generic, internet
+        var itemClass: ItemClass { self == .generic ? .genericPassword : .internetPassword }
+    }
+
+    // MARK: - add
+
+    func add(_ kind: Kind, _ arguments: [String]) throws(CommandError) -> Int32 {
+        var args = arguments
+        let promptForPassword = args.last == "-w"
+        if promptForPassword { args.removeLast() }
+        let spec = kind == .generic ? "a:c:C:D:G:j:l:s:T:w:X:p:AU" : "a:c:C:d:D:j:l:p:P:r:s:t:T:w:X:AU"
+        let opts = try parse(args, spec: spec)
+        guard opts.operands.count <= 1 else { throw .usage }
+        var attributes: [String: QueryValue] = ["class": .string(kind.itemClass.rawValue)]
+        let primary = kind == .generic ? "svce" : "srvr"
+        attributes["acct"] = .string(opts.value("a") ?? "")
+        attributes[primary] = .string(opts.value("s") ?? "")
+        attributes["labl"] = .string(opts.value("l") ?? opts.value("s") ?? "")
+        if let v = opts.value("D") { attributes["desc"] = .string(v) }
+        if let v = opts.value("j") { attributes["icmt"] = .string(v) }
+        if kind == .generic, let v = opts.value("G") { attributes["gena"] = .string(v) }
+        for (flag, code) in [("c", "crtr"), ("C", "type")] {
+            guard let v = opts.value(Character(flag)) else { continue }
+            guard let n = AttributeDump.fourCharCode(v) else { throw .fourCharCode }
+            attributes[code] = .int(n)
+        }
+        if kind == .internet {
+            if let v = opts.value("d") { attributes["sdmn"] = .string(v) }
+            if let v = opts.value("p") { attributes["path"] = .string(v) }
+            if let v = opts.value("P") {
+                guard let port = Int64(v) else { throw .usage }
+                attributes["port"] = .int(port)
+            }
+            if let v = opts.value("r") {
+                guard v.utf8.count == 4 else { throw .fourCharCode }
+                attributes["ptcl"] = .string(v)
+            }
+            let atyp = opts.value("t") ?? "dflt"
+            guard atyp.utf8.count == 4 else { throw .fourCharCode }
+            attributes["atyp"] = .string(atyp)
+        }
+        let secret: SecretBytes
+        if promptForPassword {
+            guard let typed = Terminal.newPassword(prompt: "password data for new item: ",
+                                                   retype: "retype password for new item: ") else { return 1 }
+            secret = typed
+        } else if let hex = opts.value("X") {
+            guard let bytes = hexBytes(hex) else { throw .usage }
+            var copy = bytes
+            secret = SecretBytes(consuming: &copy)
+        } else if let value = opts.value("w") ?? (kind == .generic ? opts.value("p") : nil) {
+            secret = SecretBytes(utf8: value)
+        } else {
+            secret = SecretBytes(Data())
+        }
+        let keychainName = opts.operands.first
+        let api = "SecKeychainItemCreateFromContent (\(keychainName ?? "<default>"))"
+        do throws(KeychainError) {
+            let file = try session.keychain(keychainName)
+            try session.unlockIfNeeded(file)
+            var dictionary = attributes
+            dictionary["v_Data"] = .data(secret.unprotectedData())
+            do {
+                _ = try file.add(QueryParser.parse(dictionary, for: .add), caller: session.caller)
+            } catch KeychainStatus.duplicateItem where opts.has("U") {
+                var match: [String: QueryValue] = ["class": attributes["class"]!]
+                for code in Schema.primaryKey(of: kind.itemClass) where attributes[code] != nil {
+                    match[code] = attributes[code]
+                }
+                var changes = attributes
+                changes.removeValue(forKey: "class")
+                changes["v_Data"] = .data(secret.unprotectedData())
+                try file.update(
+                    QueryParser.parse(match, for: .update),
+                    with: QueryParser.parseUpdate(changes, itemClass: kind.itemClass), caller: session.caller)
+            } catch {
+                throw error
+            }
+        } catch {
+            throw .status(error, api: api)
+        }
+        return 0
+    }
+
+    // MARK: - find, delete
+
+    func find(_ kind: Kind, _ arguments: [String]) throws(CommandError) -> Int32 {
+        let spec = kind == .generic ? "a:c:C:D:G:j:l:s:gw" : "a:c:C:d:D:j:l:p:P:r:s:t:gw"
+        let opts = try parse(arguments, spec: spec)
+        let (file, found) = try firstMatch(kind, opts, wantSecret: opts.has("g") || opts.has("w"))
+        let secret = found.secret.map { s in s.withUnsafeBytes { [UInt8]($0) } } ?? []
+        if opts.has("w") {
+            FileHandle.standardOutput.write(Data(BufferPrinter.passwordForW(secret) + [0x0a]))
+            return 0
+        }
+        Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
+        if opts.has("g") { Terminal.writeError("password: \(BufferPrinter.format(secret))\n") }
+        return 0
+    }
+
+    func delete(_ kind: Kind, _ arguments: [String]) throws(CommandError) -> Int32 {
+        let spec = kind == .generic ? "a:c:C:D:G:j:l:s:" : "a:c:C:d:D:j:l:p:P:r:s:t:"
+        let opts = try parse(arguments, spec: spec)
+        guard !opts.options.isEmpty else { throw .usage }
+        let (file, found) = try firstMatch(kind, opts, wantSecret: false)
+        Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
+        do {
+            try file.delete(
+                QueryParser.parse(["v_PersistentRef": .data(found.item.persistentReference.data)], for: .delete),
+                caller: session.caller)
+        } catch {
+            throw .status(error, api: "SecKeychainItemDelete")
+        }
+        Terminal.writeError("password has been deleted.\n")
+        return 0
+    }
+
+    /// The first item in search-list order that matches the options.
+    private func firstMatch(_ kind: Kind, _ opts: Getopt, wantSecret: Bool) throws(CommandError)
+        -> (KeychainFile, FoundItem)
+    {
+        var query: [String: QueryValue] = [
+            "class": .string(kind.itemClass.rawValue), "r_Attributes": true, "sync": "syna",
+        ]
+        if wantSecret { query["r_Data"] = true }
+        let primary = kind == .generic ? "svce" : "srvr"
+        if opts.has("a") && opts.has("s") {
+            // macOS uses only these two criteria when both are given.
+            query["acct"] = .string(opts.value("a")!)
+            query[primary] = .string(opts.value("s")!)
+        } else {
+            var map: [(Character, String)] = [("a", "acct"), ("s", primary), ("l", "labl"), ("D", "desc"), ("j", "icmt")]
+            if kind == .generic { map.append(("G", "gena")) } else {
+                map += [("d", "sdmn"), ("p", "path"), ("t", "atyp"), ("r", "ptcl")]
+                if let port = opts.value("P") {
+                    guard let n = Int64(port) else { throw .usage }
+                    query["port"] = .int(n)
+                }
+            }
+            for (flag, code) in map { if let v = opts.value(flag) { query[code] = .string(v) } }
+            for (flag, code) in [("c", "crtr"), ("C", "type")] {
+                guard let v = opts.value(Character(flag)) else { continue }
+                guard let n = AttributeDump.fourCharCode(v) else { throw .fourCharCode }
+                query[code] = .int(n)
+            }
+        }
+        do throws(KeychainError) {
+            let parsed = try QueryParser.parse(query, for: .search)
+            var lastError = KeychainError.itemNotFound()
+            for file in try session.searchList(opts.operands) {
+                do {
+                    try session.unlockIfNeeded(file)
+                    if let found = try file.search(parsed, caller: session.caller).first { return (file, found) }
+                } catch KeychainStatus.itemNotFound {
+                    continue
+                } catch {
+                    lastError = error
+                }
+            }
+            throw lastError
+        } catch {
+            throw .status(error, api: "SecKeychainSearchCopyNext")
+        }
+    }
+
+    private func parse(_ arguments: [String], spec: String) throws(CommandError) -> Getopt {
+        do { return try Getopt(arguments, spec: spec) } catch { throw .usage }
+    }
+
+    private func hexBytes(_ hex: String) -> [UInt8]? {
+        let chars = Array(hex.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        var i = 0
+        while i < chars.count {
+            guard let b = UInt8(String(decoding: chars[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+            out.append(b)
+            i += 2
+        }
+        return out
+    }
+}
+
+/// How a command ends when it does not succeed.
+enum CommandError: Error {
+    /// Wrong arguments: print the usage, exit 2.
+    case usage
+    /// A four-character code of the wrong length.
+    case fourCharCode
+    /// A keychain call failed: `security: <api>: <message>`, exit with the status's low byte.
+    case status(KeychainError, api: String)
+}

@@ -1,0 +1,70 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+
+/// Which keychains a command works on, opened once per process, unlocked on demand.
+final class Session {
+    let locations = KeychainLocations.current()
+    lazy var preferences = KeychainPreferences(locations: locations)
+    /// The tool sees every access group (like macOS's tool on the file keychain); what it adds lands in `security`.
+    let caller = Caller(accessGroups: ["security", Caller.wildcardGroup])
+    private var opened: [String: KeychainFile] = [:]
+
+    var configuration: KeychainFile.Configuration {
+        KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
+    }
+
+    /// A keychain by name or path; nil means the default keychain (created on first use).
+    func keychain(_ nameOrPath: String?) throws(KeychainError) -> KeychainFile {
+        let url = nameOrPath.map { locations.url(forKeychain: $0) } ?? preferences.defaultKeychain()
+        if let file = opened[url.path] { return file }
+        let file: KeychainFile
+        if FileManager.default.fileExists(atPath: url.path) {
+            file = try KeychainFile.open(at: url, configuration: configuration)
+        } else if nameOrPath == nil && url == locations.loginKeychain {
+            file = try createLogin(url)
+        } else {
+            throw KeychainError(.noSuchKeychain, url.lastPathComponent)
+        }
+        opened[url.path] = file
+        return file
+    }
+
+    /// The keychains a search visits: the ones named, else the search list.
+    func searchList(_ names: [String]) throws(KeychainError) -> [KeychainFile] {
+        if !names.isEmpty { return try names.map { name throws(KeychainError) in try keychain(name) } }
+        var files: [KeychainFile] = []
+        for url in preferences.searchList() where FileManager.default.fileExists(atPath: url.path) {
+            files.append(try keychain(url.path))
+        }
+        if files.isEmpty { files.append(try keychain(nil)) }
+        return files
+    }
+
+    /// Asks for the password on the terminal when a locked keychain must be read; without one, it stays locked
+    /// and the read fails with errSecInteractionNotAllowed.
+    func unlockIfNeeded(_ file: KeychainFile) throws(KeychainError) {
+        guard file.hasPassword, file.isLocked, Terminal.hasTerminal else { return }
+        guard let password = Terminal.readSecret(prompt: "password to unlock \"\(file.url.path)\": ") else { return }
+        try file.unlock(password: password)
+    }
+
+    private func createLogin(_ url: URL) throws(KeychainError) -> KeychainFile {
+        var password: SecretBytes?
+        if Terminal.hasTerminal && Terminal.standardInputIsTerminal {
+            Terminal.writeError("A login keychain is being created at \(url.path).\n")
+            password = Terminal.newPassword(
+                prompt: "password for new keychain (empty for none): ", retype: "retype password for new keychain: ")
+        } else {
+            Terminal.writeError("security: created \(url.path) without a password (no terminal to ask for one)\n")
+        }
+        do {
+            return try KeychainFile.create(at: url, password: password, settings: .never, configuration: configuration)
+        } catch KeychainStatus.duplicateKeychain {
+            return try KeychainFile.open(at: url, configuration: configuration)
+        } catch {
+            throw error
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import Testing
+
+/// Runs the built `security` executable in a temporary XDG home, as a user would.
+struct Tool {
+    let home: URL
+
+    init() {
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString)")
+    }
+
+    static var binary: URL {
+        // The test bundle sits beside the package's executables in the build folder.
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if dir.lastPathComponent.hasSuffix(".xctest") { dir.deleteLastPathComponent() }
+        let candidate = dir.appendingPathComponent("security")
+        if FileManager.default.fileExists(atPath: candidate.path) { return candidate }
+        return Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("security")
+    }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    @discardableResult
+    func run(_ arguments: String..., stdin: String? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_DATA_HOME"] = home.appendingPathComponent("data").path
+        environment["XDG_STATE_HOME"] = home.appendingPathComponent("state").path
+        environment["XDG_CONFIG_HOME"] = home.appendingPathComponent("config").path
+        environment["HOME"] = home.path
+        process.environment = environment
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+                      stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    var loginPath: String { home.appendingPathComponent("data/keychains/login.keychain-db").path }
+}
+
+@Suite("The security command, end to end")
+struct SecurityCommandTests {
+    @Test("add and find a generic password; exit statuses are the status's low byte")
+    func genericPassword() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        let first = try tool.run("add-generic-password", "-a", "alice", "-s", "svc", "-w", "s3cret")
+        #expect(first.status == 0)
+        #expect(first.stderr.contains("without a password"))
+        let dup = try tool.run("add-generic-password", "-a", "alice", "-s", "svc", "-w", "x")
+        #expect(dup.status == 45)
+        #expect(dup.stderr == "security: SecKeychainItemCreateFromContent (<default>): The specified item already exists in the keychain.\n")
+        let w = try tool.run("find-generic-password", "-a", "alice", "-s", "svc", "-w")
+        #expect(w.status == 0)
+        #expect(w.stdout == "s3cret\n")
+        let missing = try tool.run("find-generic-password", "-s", "nope")
+        #expect(missing.status == 44)
+        #expect(missing.stderr == "security: SecKeychainSearchCopyNext: The specified item could not be found in the keychain.\n")
+        let g = try tool.run("find-generic-password", "-s", "svc", "-g")
+        #expect(g.stderr == "password: \"s3cret\"\n")
+        let lines = g.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines[0] == "keychain: \"\(tool.loginPath)\"")
+        #expect(lines[1] == "version: 512")
+        #expect(lines[2] == "class: \"genp\"")
+        #expect(lines[3] == "attributes:")
+        #expect(lines[4] == "    0x00000007 <blob>=\"svc\"")
+        #expect(lines[5] == "    0x00000008 <blob>=<NULL>")
+        #expect(lines[6] == "    \"acct\"<blob>=\"alice\"")
+        #expect(lines[7].hasPrefix("    \"cdat\"<timedate>=0x"))
+        #expect(lines[7].hasSuffix("Z\\000\""))
+        #expect(lines[8] == "    \"crtr\"<uint32>=<NULL>")
+        #expect(lines[9] == "    \"cusi\"<sint32>=<NULL>")
+        #expect(lines[18] == "    \"svce\"<blob>=\"svc\"")
+        #expect(lines[19] == "    \"type\"<uint32>=<NULL>")
+        #expect(lines.count == 21)
+    }
+
+    @Test("-U updates, -w last reads standard input, -c and -C store four-character codes")
+    func updateAndStdin() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try tool.run("add-generic-password", "-a", "a", "-s", "s", "-w", "one")
+        #expect(try tool.run("add-generic-password", "-U", "-a", "a", "-s", "s", "-w", "two").status == 0)
+        #expect(try tool.run("find-generic-password", "-a", "a", "-w").stdout == "two\n")
+        #expect(try tool.run("add-generic-password", "-a", "b", "-s", "s", "-c", "aapl", "-w", stdin: "piped\n").status == 0)
+        #expect(try tool.run("find-generic-password", "-a", "b", "-w").stdout == "piped\n")
+        let dump = try tool.run("find-generic-password", "-a", "b")
+        #expect(dump.stdout.contains("    \"crtr\"<uint32>=\"aapl\"\n"))
+        #expect(try tool.run("add-generic-password", "-a", "c", "-s", "s", "-c", "abc").status == 2)
+        #expect(try tool.run("add-generic-password", "-a", "h", "-s", "s", "-X", "00ff41").status == 0)
+        #expect(try tool.run("find-generic-password", "-a", "h", "-w").stdout == "00ff41\n")
+    }
+
+    @Test("internet passwords: protocol, port, default auth type; delete prints and removes the first match")
+    func internetPassword() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("add-internet-password", "-a", "bob", "-s", "example.com", "-r", "htps", "-P", "443", "-w", "pw").status == 0)
+        let found = try tool.run("find-internet-password", "-s", "example.com")
+        #expect(found.stdout.contains("    \"port\"<uint32>=0x000001BB \n"))
+        #expect(found.stdout.contains("    \"ptcl\"<uint32>=\"htps\"\n"))
+        #expect(found.stdout.contains("    \"atyp\"<blob>=\"dflt\"\n"))
+        #expect(found.stdout.contains("    \"path\"<blob>=<NULL>\n"))
+        #expect(try tool.run("add-internet-password", "-a", "bob", "-s", "x", "-r", "ftp").status == 2)
+        let deleted = try tool.run("delete-internet-password", "-s", "example.com")
+        #expect(deleted.status == 0)
+        #expect(deleted.stderr == "password has been deleted.\n")
+        #expect(deleted.stdout.contains("class: \"inet\""))
+        #expect(try tool.run("find-internet-password", "-s", "example.com").status == 44)
+        #expect(try tool.run("delete-generic-password").status == 2)
+    }
+
+    @Test("keychains: create with a password, list, default, settings, lock and unlock, change password, delete")
+    func keychains() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("create-keychain", "-p", "pw1", "work").status == 0)
+        #expect(try tool.run("create-keychain", "-p", "pw1", "work").status == 48)
+        let path = tool.home.appendingPathComponent("data/keychains/work.keychain-db").path
+        #expect(try tool.run("list-keychains").stdout.contains("    \"\(path)\"\n"))
+        #expect(try tool.run("unlock-keychain", "-p", "wrong", "work").status == 51)
+        #expect(try tool.run("unlock-keychain", "-p", "pw1", "work").status == 0)
+        #expect(try tool.run("set-keychain-settings", "-l", "-t", "600", "work").status == 0)
+        #expect(try tool.run("show-keychain-info", "work").stderr == "Keychain \"work\" lock-on-sleep timeout=600s\n")
+        #expect(try tool.run("set-keychain-settings", "work").status == 0)
+        #expect(try tool.run("show-keychain-info", "work").stderr == "Keychain \"work\" no-timeout\n")
+        #expect(try tool.run("set-keychain-password", "-o", "pw1", "-p", "pw2", "work").status == 0)
+        #expect(try tool.run("unlock-keychain", "-p", "pw2", "work").status == 0)
+        #expect(try tool.run("lock-keychain", "work").status == 0)
+        // An item of the WhenUnlocked class in a locked keychain, with no terminal to ask: errSecInteractionNotAllowed.
+        #expect(try tool.run("add-generic-password", "-a", "x", "-s", "y", "work").status == 36)
+        #expect(try tool.run("default-keychain", "-s", "work").status == 0)
+        #expect(try tool.run("default-keychain").stdout == "    \"\(path)\"\n")
+        #expect(try tool.run("delete-keychain", "work").status == 0)
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(try tool.run("delete-keychain", "work").status == 50)
+    }
+
+    @Test("help, abbreviations, unknown commands and error codes")
+    func dispatch() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        let help = try tool.run("help")
+        #expect(help.stdout.contains("    find-generic-password"))
+        let unknown = try tool.run("frobnicate")
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr == "security: unknown command \"frobnicate\"\n")
+        let error = try tool.run("error", "-25300")
+        #expect(error.status == 1)
+        #expect(error.stdout == "Error: 0xFFFF9D2C -25300 The specified item could not be found in the keychain.\n")
+        try tool.run("add-generic-password", "-a", "a", "-s", "s", "-w", "p")
+        #expect(try tool.run("find-gen", "-a", "a", "-w").stdout == "p\n")
+    }
+
+    @Test("the secret never appears in the keychain files")
+    func noPlaintext() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try tool.run("add-generic-password", "-a", "CANARYACCT", "-s", "CANARYSVC", "-w", "CANARYSECRET")
+        let dir = tool.home.appendingPathComponent("data/keychains")
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir.path) {
+            let bytes = try Data(contentsOf: dir.appendingPathComponent(name))
+            for canary in ["CANARYACCT", "CANARYSVC", "CANARYSECRET"] {
+                #expect(bytes.range(of: Data(canary.utf8)) == nil, "\(canary) in \(name)")
+            }
+        }
+    }
+}
