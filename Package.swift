@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "KeychainClient", targets: ["KeychainClient"]),
         .library(name: "Security", targets: ["Security"]),
         .executable(name: "security", targets: ["SecurityTool"]),
+        .executable(name: "git-credential-keychain", targets: ["GitCredentialKeychain"]),
+        .executable(name: "docker-credential-keychain", targets: ["DockerCredentialKeychain"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -56,6 +58,17 @@ let package = Package(
         // The `security` command, mirroring macOS's.
         .executableTarget(
             name: "SecurityTool",
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            swiftSettings: strictSettings
+        ),
+        // Credential helpers for git and docker.
+        .executableTarget(
+            name: "GitCredentialKeychain",
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "DockerCredentialKeychain",
             dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
             swiftSettings: strictSettings
         ),

@@ -48,20 +48,28 @@ public final class KeychainClient: Sendable {
     public static func shared() throws(KeychainError) -> KeychainClient {
         try sharedClient.withLock { (client: inout KeychainClient?) throws(KeychainError) -> KeychainClient in
             if let client { return client }
-            let locations = KeychainLocations.current()
             let env = ProcessInfo.processInfo.environment
             let appID = env["KEYCHAIN_APPLICATION_IDENTIFIER"]
                 ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "app").lastPathComponent
-            let url = KeychainPreferences(locations: locations).defaultKeychain()
-            let isNew = !FileManager.default.fileExists(atPath: url.path)
-            let made = try open(keychain: url.path, locations: locations, caller: Caller(accessGroups: [appID]))
-            if isNew {
-                FileHandle.standardError.write(
-                    Data("keychain: created \(url.path) without a password (no way to ask for one)\n".utf8))
-            }
+            let made = try openDefault(caller: Caller(accessGroups: [appID]))
             client = made
             return made
         }
+    }
+
+    /// Opens the user's default keychain. With no keychain at all, creates `login` without a password and says so
+    /// once on standard error (nobody can be asked for one here; the `security` command asks on a terminal).
+    public static func openDefault(caller: Caller, locations: KeychainLocations = .current()) throws(KeychainError)
+        -> KeychainClient
+    {
+        let url = KeychainPreferences(locations: locations).defaultKeychain()
+        let isNew = !FileManager.default.fileExists(atPath: url.path)
+        let made = try open(keychain: url.path, locations: locations, caller: caller)
+        if isNew {
+            FileHandle.standardError.write(
+                Data("keychain: created \(url.path) without a password (no way to ask for one)\n".utf8))
+        }
+        return made
     }
 
     // MARK: - Apple's four calls, on dictionaries

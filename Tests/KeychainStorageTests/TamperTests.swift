@@ -99,6 +99,7 @@ struct TamperTests {
         try FileManager.default.copyItem(at: t.url, to: copy)
         try t.file.unlock(password: SecretBytes(utf8: "pw"))
         try t.add(["class": "genp", "acct": "c"])
+        t.file.lock()  // the newest epoch reaches the device state at lock (or close, or a second later)
         try tamper(t) { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         try FileManager.default.removeItem(at: t.url)
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: t.url.path + suffix) }

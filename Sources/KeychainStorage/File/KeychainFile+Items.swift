@@ -174,12 +174,12 @@ extension KeychainFile {
     }
 
     private func insert(_ s: SealedItem, db: Database, changes: inout Manifest.Changes, rowID: Int64? = nil) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO items (rowid, uuid, kind, class, sync, gen, primary_index, group_index, account_index,
                   service_index, meta, wrapped_key, secret) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
+                """
+        ).execute(arguments: [
                 rowID, s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex,
                 s.accountIndex, s.serviceIndex, s.meta, s.wrappedKey, s.secret,
             ])
@@ -334,7 +334,7 @@ extension KeychainFile {
     /// The rows that may match: narrowed in SQL by class, sync flag, blind indexes and persistent reference.
     private func candidates(for query: ItemQuery, db: Database) throws -> RowCursor {
         let (sql, arguments) = candidateSQL(for: query)
-        return try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        return try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
     }
 
     /// The candidates as copies, for calls that change rows while going through them.

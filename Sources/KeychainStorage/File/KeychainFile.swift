@@ -40,6 +40,11 @@ public final class KeychainFile: Sendable {
     let header: Mutex<FileHeader>
     let deviceKeys: DeviceKeys
     let keys = Mutex(UnlockedKeys())
+    /// Settings as last read or written here (another process's change is seen at the next open).
+    let cachedSettings = Mutex<Settings?>(nil)
+    /// The newest epoch this process wrote that the device state does not have yet, and when the state was
+    /// last written: the state is advanced at most once a second, and when the keychain locks or closes.
+    let epochRecord = Mutex<(pending: Int64?, lastWrite: Date)>((nil, .distantPast))
     var statePath: String {
         configuration.stateDirectory.appendingPathComponent("\(header.withLock { $0.dbUUID }.uuidString).state").path
     }
@@ -197,11 +202,14 @@ public final class KeychainFile: Sendable {
     }
 
     public func settings() throws(KeychainError) -> Settings {
-        try read { db in
+        if let cached = cachedSettings.withLock({ $0 }) { return cached }
+        let settings = try read { db in
             let row = try Row.fetchOne(db, sql: "SELECT lock_interval, lock_on_sleep FROM kc_meta")!
             let interval: Int = row["lock_interval"]
             return Settings(lockInterval: interval >= Int(Int32.max) ? nil : interval, lockOnSleep: row["lock_on_sleep"])
         }
+        cachedSettings.withLock { $0 = settings }
+        return settings
     }
 
     public func setSettings(_ settings: Settings) throws(KeychainError) {
@@ -210,11 +218,13 @@ public final class KeychainFile: Sendable {
                 sql: "UPDATE kc_meta SET lock_interval = ?, lock_on_sleep = ?",
                 arguments: [settings.lockInterval ?? Int(Int32.max), settings.lockOnSleep])
         }
+        cachedSettings.withLock { $0 = settings }
     }
 
     /// Locks the keychain: forgets the keys of the WhenUnlocked classes. AfterFirstUnlock keys stay until this
     /// process ends; Always keys need no password.
     public func lock() {
+        flushEpoch()
         keys.withLock { keys in
             for cls in Accessibility.allCases where cls.protection == .untilLocked {
                 keys.classKeys[cls] = nil
@@ -416,15 +426,33 @@ public final class KeychainFile: Sendable {
         return result
     }
 
-    /// Remembers the newest epoch beside the device key (not synced: losing it on power loss only weakens the
-    /// rollback check, it never refuses a good file).
+    /// Remembers the newest epoch beside the device key, at most once a second (and at lock and close). The
+    /// state file is replaced atomically but not synced: if it lags, the rollback check is weaker, never wrong.
     private func recordEpoch(_ epoch: Int64, header: FileHeader) {
+        let now = configuration.clock()
+        let due = epochRecord.withLock { record -> Bool in
+            record.pending = max(record.pending ?? 0, epoch)
+            return now.timeIntervalSince(record.lastWrite) >= 1 || now < record.lastWrite
+        }
+        if due { flushEpoch() }
+    }
+
+    /// Writes a pending epoch to the device state, unless the state already has a newer one.
+    func flushEpoch() {
+        let header = self.header.withLock { $0 }
+        let now = configuration.clock()
+        guard let epoch = epochRecord.withLock({ record -> Int64? in
+            defer { record = (nil, now) }
+            return record.pending
+        }) else { return }
         guard var state = try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID),
             state.epoch < epoch
         else { return }
         state.epoch = epoch
         try? state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: false)
     }
+
+    deinit { flushEpoch() }
 
     /// Checks the manifest MAC, the set of rows against it, and the epoch against the device state.
     func verifyManifest() throws(KeychainError) {

@@ -49,15 +49,15 @@ struct Manifest {
     }
 
     static func load(_ db: Database) throws -> Manifest {
-        guard let row = try Row.fetchOne(db, sql: "SELECT epoch, item_count, set_digest FROM kc_meta") else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT epoch, item_count, set_digest FROM kc_meta"))
+        else {
             throw KeychainError(.invalidKeychain)
         }
         return Manifest(epoch: row["epoch"], count: row["item_count"], digest: row["set_digest"])
     }
 
     func store(_ db: Database, mac: Data) throws {
-        try db.execute(
-            sql: "UPDATE kc_meta SET epoch = ?, item_count = ?, set_digest = ?, manifest_mac = ?",
-            arguments: [epoch, count, digest, mac])
+        try db.cachedStatement(sql: "UPDATE kc_meta SET epoch = ?, item_count = ?, set_digest = ?, manifest_mac = ?")
+            .execute(arguments: [epoch, count, digest, mac])
     }
 }
