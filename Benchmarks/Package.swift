@@ -26,7 +26,15 @@ let package = Package(
             ],
             path: "Benchmarks/StorageBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        .executableTarget(
+            name: "MemoryProbe",
+            dependencies: [
+                .product(name: "KeychainStorage", package: root),
+                .product(name: "KeychainCore", package: root),
+            ],
+            path: "Sources/MemoryProbe"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

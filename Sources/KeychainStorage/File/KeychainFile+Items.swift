@@ -97,9 +97,8 @@ extension KeychainFile {
                 let secret = try update.valueData ?? openSecret(row, item: item)
                 let generation: Int64 = row["gen"]
                 let sealed = try seal(newItem, secret: secret, generation: generation + 1)
-                try db.execute(sql: "DELETE FROM items WHERE rowid = ?", arguments: [row["rowid"] as Int64])
                 changes.removed.append(contribution(of: row))
-                try insert(sealed, db: db, changes: &changes, rowID: row["rowid"])
+                try replace(rowID: row["rowid"], with: sealed, db: db, changes: &changes)
                 updated += 1
             }
             if updated == 0 { throw KeychainError.itemNotFound() }
@@ -121,7 +120,7 @@ extension KeychainFile {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
                 guard try passesAccessControl(item, query) else { continue }
-                try db.execute(sql: "DELETE FROM items WHERE rowid = ?", arguments: [row["rowid"] as Int64])
+                try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row["rowid"] as Int64])
                 changes.removed.append(contribution(of: row))
                 deleted += 1
             }
@@ -173,16 +172,33 @@ extension KeychainFile {
         throw KeychainError.interactionNotAllowed("the item needs authentication")
     }
 
-    private func insert(_ s: SealedItem, db: Database, changes: inout Manifest.Changes, rowID: Int64? = nil) throws {
+    private func insert(_ s: SealedItem, db: Database, changes: inout Manifest.Changes) throws {
         try db.cachedStatement(
             sql: """
                 INSERT INTO items (rowid, uuid, kind, class, sync, gen, primary_index, group_index, account_index,
                   service_index, meta, wrapped_key, secret) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
-                rowID, s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex,
+                nil as Int64?, s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex,
                 s.accountIndex, s.serviceIndex, s.meta, s.wrappedKey, s.secret,
             ])
+        changes.added.append(
+            Manifest.contribution(
+                uuid: s.uuid, kind: s.kind, accessibility: s.accessibility, sync: s.sync, generation: s.generation,
+                primaryIndex: s.primaryIndex, key: deviceKeys.manifestKey))
+    }
+
+    /// Rewrites a row in place (one UPDATE: only the indexes whose values change are touched).
+    private func replace(rowID: Int64, with s: SealedItem, db: Database, changes: inout Manifest.Changes) throws {
+        try db.cachedStatement(
+            sql: """
+                UPDATE items SET uuid = ?, kind = ?, class = ?, sync = ?, gen = ?, primary_index = ?, group_index = ?,
+                  account_index = ?, service_index = ?, meta = ?, wrapped_key = ?, secret = ? WHERE rowid = ?
+                """
+        ).execute(arguments: [
+            s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex, s.accountIndex,
+            s.serviceIndex, s.meta, s.wrappedKey, s.secret, rowID,
+        ])
         changes.added.append(
             Manifest.contribution(
                 uuid: s.uuid, kind: s.kind, accessibility: s.accessibility, sync: s.sync, generation: s.generation,
@@ -340,7 +356,7 @@ extension KeychainFile {
     /// The candidates as copies, for calls that change rows while going through them.
     private func candidateRows(for query: ItemQuery, db: Database) throws -> [Row] {
         let (sql, arguments) = candidateSQL(for: query)
-        return try Row.fetchAll(db, sql: sql, arguments: arguments)
+        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
     }
 
     private func candidateSQL(for query: ItemQuery) -> (String, StatementArguments) {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs git's own conformance test for external credential helpers (t/t0303-credential-external.sh) against
+# git-credential-keychain, with the git installed on this machine. git's test suite comes from Debian's source
+# package of that same git; only its test harness (test-tool) is built.
+#   scripts/git-credential-conformance.sh            (after `swift build`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin="$(swift build --show-bin-path)"
+test -x "$bin/git-credential-keychain" || { echo "build first: swift build" >&2; exit 1; }
+
+work="${GIT_CONFORMANCE_DIR:-/tmp/swift-keychain-git-conformance}"
+mkdir -p "$work"
+version="$(dpkg-query -W -f='${Version}' git | sed 's/^[0-9]*://; s/-.*//')"
+src="$work/git-$version"
+
+if [ ! -x "$src/t/helper/test-tool" ]; then
+    if ! ls "$work"/git_"$version".orig.tar.* >/dev/null 2>&1; then
+        if ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+            # Debian's source packages, same mirrors as the binary ones.
+            for f in /etc/apt/sources.list.d/*.sources; do
+                [ -f "$f" ] || continue
+                sed 's/^Types: deb$/Types: deb-src/' "$f" > "/etc/apt/sources.list.d/src-$(basename "$f")"
+            done
+        fi
+        apt-get update -qq
+        (cd "$work" && apt-get source --download-only -qq "git=$(dpkg-query -W -f='${Version}' git)" >/dev/null 2>&1)
+    fi
+    tar -C "$work" -xf "$work"/git_"$version".orig.tar.*
+    opts=(NO_CURL=1 NO_EXPAT=1 NO_TCLTK=1 NO_GETTEXT=1 NO_PERL=1 NO_PYTHON=1 NO_OPENSSL=1)
+    make -C "$src" -j"$(nproc)" "${opts[@]}" t/helper/test-tool GIT-BUILD-OPTIONS >/dev/null
+    make -C "$src/templates" NO_PERL=1 >/dev/null
+fi
+
+cd "$src/t"
+rm -rf "trash directory.t0303-credential-external"
+out="$(GIT_TEST_INSTALLED="$(dirname "$(command -v git)")" GIT_TEST_CREDENTIAL_HELPER=keychain \
+    GIT_TEST_CREDENTIAL_HELPER_SETUP="export PATH=$bin:\$PATH" sh t0303-credential-external.sh 2>&1)" || true
+echo "$out" | grep -E '^(ok|not ok|# )' || true
+passed=$(echo "$out" | grep -c '^ok ' || true)
+failed=$(echo "$out" | grep -c '^not ok ' || true)
+echo "git t0303-credential-external (helper conformance): $passed of $((passed + failed)) checks passed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
