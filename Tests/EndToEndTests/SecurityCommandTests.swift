@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Runs the built `security` executable in a temporary XDG home, as a user would.
-struct Tool {
+struct Tool: Sendable {
     let home: URL
 
     init() {
@@ -29,11 +29,6 @@ struct Tool {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_DATA_HOME"] = home.appendingPathComponent("data").path
-        environment["XDG_STATE_HOME"] = home.appendingPathComponent("state").path
-        environment["XDG_CONFIG_HOME"] = home.appendingPathComponent("config").path
-        environment["HOME"] = home.path
         process.environment = environment
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
@@ -47,6 +42,15 @@ struct Tool {
         process.waitUntilExit()
         return Result(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
                       stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_DATA_HOME"] = home.appendingPathComponent("data").path
+        environment["XDG_STATE_HOME"] = home.appendingPathComponent("state").path
+        environment["XDG_CONFIG_HOME"] = home.appendingPathComponent("config").path
+        environment["HOME"] = home.path
+        return environment
     }
 
     var loginPath: String { home.appendingPathComponent("data/keychains/login.keychain-db").path }

@@ -457,6 +457,9 @@ public final class KeychainFile: Sendable {
     /// Checks the manifest MAC, the set of rows against it, and the epoch against the device state.
     func verifyManifest() throws(KeychainError) {
         let header = self.header.withLock { $0 }
+        // The state first: it is written only after a commit, so any snapshot taken after reading it is at
+        // least as new. (Read the other way round, another process's commit in between looks like a rollback.)
+        let state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
         let (manifest, mac, digest, count) = try read { db in
             let m = try Manifest.load(db)
             let mac: Data = try Data.fetchOne(db, sql: "SELECT manifest_mac FROM kc_meta")!
@@ -479,7 +482,6 @@ public final class KeychainFile: Sendable {
         guard digest == manifest.digest, count == manifest.count else {
             throw KeychainError(.decode, "the keychain's items do not match its manifest")
         }
-        let state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
         guard manifest.epoch >= state.epoch else {
             throw KeychainError(.decode, "the keychain file is older than this device has seen (rollback)")
         }

@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Short versions of the reliability runs: several processes on one keychain file, and writers killed mid-write.
+@Suite("Reliability, end to end")
+struct ReliabilityTests {
+    @Test("four processes adding and reading concurrently lose nothing and see no internal errors")
+    func concurrentProcesses() async throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try tool.run("add-generic-password", "-a", "seed", "-s", "seed", "-w", "x")
+        let perProcess = 15
+        let failures = try await withThrowingTaskGroup(of: [String].self) { group in
+            for p in 0..<4 {
+                group.addTask {
+                    var failed: [String] = []
+                    for i in 0..<perProcess {
+                        let add = try tool.run("add-generic-password", "-a", "p\(p)-\(i)", "-s", "conc", "-w", "v\(p)-\(i)")
+                        if add.status != 0 { failed.append("add p\(p)-\(i): \(add.status) \(add.stderr)") }
+                        let find = try tool.run("find-generic-password", "-a", "p\(p)-\(i)", "-s", "conc", "-w")
+                        if find.stdout != "v\(p)-\(i)\n" { failed.append("find p\(p)-\(i): \(find.status) \(find.stderr)") }
+                    }
+                    return failed
+                }
+            }
+            var all: [String] = []
+            for try await f in group { all += f }
+            return all
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let dump = try tool.run("dump-keychain")
+        #expect(dump.stdout.components(separatedBy: "\"svce\"<blob>=\"conc\"").count - 1 == 4 * perProcess)
+    }
+
+    @Test("a writer killed at random instants loses no acknowledged write and leaves a keychain that opens")
+    func killedWriters() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try tool.run("add-generic-password", "-a", "seed", "-s", "seed", "-w", "x")
+        var acknowledged: [String] = []
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<25 {
+            let account = "kill-\(round)"
+            let process = Process()
+            process.executableURL = Tool.binary
+            process.arguments = ["add-generic-password", "-a", account, "-s", "crash", "-w", "secret-\(round)"]
+            process.environment = tool.environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            usleep(UInt32.random(in: 0...60_000, using: &generator))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if process.terminationReason == .exit && process.terminationStatus == 0 { acknowledged.append(account) }
+            // The keychain opens and every acknowledged write is there, with its data.
+            let check = try tool.run("dump-keychain")
+            #expect(check.status == 0, "round \(round): \(check.stderr)")
+            for done in acknowledged {
+                let find = try tool.run("find-generic-password", "-a", done, "-s", "crash", "-w")
+                #expect(find.stdout == "secret-\(done.dropFirst(5))\n", "round \(round): \(done)")
+            }
+        }
+    }
+}
