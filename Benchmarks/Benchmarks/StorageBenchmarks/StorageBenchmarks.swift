@@ -47,7 +47,7 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations { blackHole(try file.search(query, caller: Stores.caller)) }
         }
-        Benchmark("sqlite find-all, \(size) items", configuration: .init(maxIterations: 50)) { benchmark in
+        Benchmark("sqlite find-all attributes, \(size) items", configuration: .init(maxIterations: 50)) { benchmark in
             let pool = try Stores.sqlite(size)
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations {
