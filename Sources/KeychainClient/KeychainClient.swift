@@ -24,19 +24,7 @@ public final class KeychainClient: Sendable {
         let url = locations.url(forKeychain: nameOrPath)
         var configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
         configuration.kdf = kdf
-        let file: KeychainFile
-        if FileManager.default.fileExists(atPath: url.path) {
-            file = try KeychainFile.open(at: url, configuration: configuration)
-        } else {
-            do {
-                file = try KeychainFile.create(
-                    at: url, password: password, settings: .never, configuration: configuration)
-            } catch KeychainStatus.duplicateKeychain {
-                file = try KeychainFile.open(at: url, configuration: configuration)  // another process won the race
-            } catch {
-                throw error
-            }
-        }
+        let file = try OpenKeychains.shared.file(at: url, configuration: configuration, createWithPassword: password)
         return KeychainClient(file: file, caller: caller)
     }
 

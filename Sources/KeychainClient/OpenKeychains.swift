@@ -1,0 +1,41 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+import Synchronization
+
+/// The keychain files this process has open, one handle per file, so that every API in the process shares one
+/// lock state (unlocking through `SecKeychainUnlock` unlocks for `SecItemCopyMatching` too).
+public final class OpenKeychains: Sendable {
+    public static let shared = OpenKeychains()
+    private let files = Mutex<[String: KeychainFile]>([:])
+
+    /// The open handle for `url`, opening it, or creating it (with `password`, or none) if it does not exist.
+    public func file(at url: URL, configuration: KeychainFile.Configuration, createWithPassword password: SecretBytes?,
+                     create: Bool = true) throws(KeychainError) -> KeychainFile {
+        let key = url.standardizedFileURL.path
+        return try files.withLock { (files: inout [String: KeychainFile]) throws(KeychainError) -> KeychainFile in
+            if let file = files[key], FileManager.default.fileExists(atPath: key) { return file }
+            let file: KeychainFile
+            if FileManager.default.fileExists(atPath: key) || !create {
+                file = try KeychainFile.open(at: url, configuration: configuration)
+            } else {
+                do throws(KeychainError) {
+                    file = try KeychainFile.create(at: url, password: password, settings: .never,
+                                                   configuration: configuration)
+                } catch KeychainStatus.duplicateKeychain {
+                    file = try KeychainFile.open(at: url, configuration: configuration)  // another process won
+                } catch {
+                    throw error
+                }
+            }
+            files[key] = file
+            return file
+        }
+    }
+
+    /// Every handle open in this process.
+    public var all: [KeychainFile] { files.withLock { Array($0.values) } }
+
+    /// Forgets the handle of a deleted keychain.
+    public func forget(_ url: URL) { _ = files.withLock { $0.removeValue(forKey: url.standardizedFileURL.path) } }
+}
