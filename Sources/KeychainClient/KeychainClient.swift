@@ -24,6 +24,7 @@ public final class KeychainClient: Sendable {
         let url = locations.url(forKeychain: nameOrPath)
         var configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
         configuration.kdf = kdf
+        configuration.prompter = DefaultPrompter.make()
         let file = try OpenKeychains.shared.file(at: url, configuration: configuration, createWithPassword: password)
         return KeychainClient(file: file, caller: caller)
     }

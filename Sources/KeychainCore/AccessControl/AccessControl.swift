@@ -42,6 +42,17 @@ public struct AccessControl: Sendable, Hashable {
         self.flags = flags
     }
 
+    /// The constraints reading the item's secret needs (Apple's `od` operation), and how they combine.
+    public var readConstraints: Flags {
+        flags.contains(.privateKeyUsage) ? [] : flags.intersection(Self.Flags.constraints)
+    }
+
+    /// True when any one constraint suffices (`Or`); otherwise all are needed (`And`, or several without either).
+    public var anyConstraintSuffices: Bool { flags.contains(.or) }
+
+    /// True when the item key is wrapped a second time under a key derived from an application password.
+    public var needsApplicationPassword: Bool { flags.contains(.applicationPassword) }
+
     /// True when the object carries an ACL map. Every object `SecAccessControlCreateWithFlags` makes has one
     /// (flags 0 give `dacl = true`), which is why access control and synchronizable exclude each other.
     public var hasACL: Bool { true }

@@ -77,7 +77,9 @@ public enum QueryParser {
                     query.operationPrompt = s
                 case "u_ItemList":
                     throw .param("kSecUseItemList is not supported")
-                case "u_AuthCtx": sawAuthContext = true
+                case "u_AuthCtx":
+                    sawAuthContext = true
+                    if case .authenticationContext(let context) = value { query.authenticationContext = context }
                 case "u_CredRef": sawCredentialRef = true
                 default: break
                 }

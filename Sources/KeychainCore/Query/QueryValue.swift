@@ -11,6 +11,8 @@ public indirect enum QueryValue: Sendable, Hashable {
     case uuid(UUID)
     case null
     case accessControl(AccessControl)
+    /// `kSecUseAuthenticationContext`: an `LAContext`'s engine side.
+    case authenticationContext(AuthenticationContext)
     case array([QueryValue])
     /// A value of a type the keychain has no use for (its type name, for the error message).
     case unsupported(String)
@@ -34,6 +36,7 @@ extension QueryValue {
         case .uuid: "UUID"
         case .null: "null"
         case .accessControl: "SecAccessControl"
+        case .authenticationContext: "LAContext"
         case .array: "array"
         case .unsupported(let name): name
         }

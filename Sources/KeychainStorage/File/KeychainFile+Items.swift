@@ -23,7 +23,8 @@ extension KeychainFile {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
         }
         let secret = query.valueData ?? SecretBytes(Data())
-        let sealed = try seal(item, secret: secret, generation: 1)
+        let appPassword = try applicationPasswordForWriting(item, query)
+        let sealed = try seal(item, secret: secret, generation: 1, applicationPassword: appPassword)
         try write { db, changes in
             try insert(sealed, db: db, changes: &changes)
         }
@@ -42,7 +43,8 @@ extension KeychainFile {
             if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
                 throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
             }
-            sealed.append(try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1))
+            sealed.append(try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
+                                   applicationPassword: applicationPasswordForWriting(item, query)))
         }
         try write { db, changes in
             for s in sealed { try insert(s, db: db, changes: &changes) }
@@ -64,8 +66,8 @@ extension KeychainFile {
             while let row = try cursor.next() {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
-                if try !passesAccessControl(item, query) { continue }
-                let secret = wantsSecret ? try openSecret(row, item: item) : nil
+                if try !authorize(item, query, db: db) { continue }
+                let secret = wantsSecret ? try openSecret(row, item: item, query: query) : nil
                 out.append(FoundItem(item: item, secret: secret))
                 if let limit = query.limit.count, out.count >= limit { break }
             }
@@ -92,11 +94,12 @@ extension KeychainFile {
             for row in rows {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
-                guard try passesAccessControl(item, query) else { continue }
+                guard try authorize(item, query, db: db) else { continue }
                 let newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
-                let secret = try update.valueData ?? openSecret(row, item: item)
+                let secret = try update.valueData ?? openSecret(row, item: item, query: query)
                 let generation: Int64 = row["gen"]
-                let sealed = try seal(newItem, secret: secret, generation: generation + 1)
+                let appPassword = try applicationPasswordForWriting(newItem, query)
+                let sealed = try seal(newItem, secret: secret, generation: generation + 1, applicationPassword: appPassword)
                 changes.removed.append(contribution(of: row))
                 try replace(rowID: row["rowid"], with: sealed, db: db, changes: &changes)
                 updated += 1
@@ -119,7 +122,7 @@ extension KeychainFile {
             for row in rows {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
-                guard try passesAccessControl(item, query) else { continue }
+                // Access control made from flags allows delete without authentication (Apple's `odel = true`).
                 try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row["rowid"] as Int64])
                 changes.removed.append(contribution(of: row))
                 deleted += 1
@@ -140,7 +143,9 @@ extension KeychainFile {
             while let row = try cursor.next() {
                 guard let cls = Accessibility(rawValue: row["class"]), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
-                out.append(FoundItem(item: item, secret: includingSecrets ? try openSecret(row, item: item) : nil))
+                var secret: SecretBytes?
+                if includingSecrets && item.accessControl == nil { secret = try openSecret(row, item: item, query: nil) }
+                out.append(FoundItem(item: item, secret: secret))
             }
             return out
         }
@@ -163,13 +168,87 @@ extension KeychainFile {
         var secret: Data
     }
 
-    /// Items with access constraints need authentication (issue: access control). Until a prompt can satisfy
-    /// them, they are left out under UI Skip and refused with errSecInteractionNotAllowed otherwise.
-    private func passesAccessControl(_ item: Item, _ query: ItemQuery) throws(KeychainError) -> Bool {
-        guard let ac = item.accessControl, !ac.flags.intersection(AccessControl.Flags.constraints.union(.applicationPassword)).isEmpty
-        else { return true }
-        if query.authenticationUI == .skip { return false }
-        throw KeychainError.interactionNotAllowed("the item needs authentication")
+    /// Decides whether a protected item may be read (Apple's `od` operation), asking the user when the call allows
+    /// it. Returns false when the item is to be left out (UI Skip).
+    ///
+    /// UserPresence and DevicePasscode are met by the keychain password (the device passcode here); biometry and a
+    /// companion device are not available on this machine, as on a Mac without a sensor.
+    func authorize(_ item: Item, _ query: ItemQuery, db: Database) throws(KeychainError) -> Bool {
+        guard let ac = item.accessControl else { return true }
+        let constraints = ac.readConstraints
+        if constraints.isEmpty { return true }
+        let context = query.authenticationContext
+        if context?.isInvalidated == true { throw KeychainError(.authFailed, "the authentication context was invalidated") }
+        if context?.isOwnerAuthenticated == true { return true }
+        if let context, context.reuseDuration > 0 {
+            let last = keys.withLock { $0.lastPasswordEntry }
+            if configuration.clock().timeIntervalSince(last) <= context.reuseDuration {
+                context.markOwnerAuthenticated()
+                return true
+            }
+        }
+        let byPassword = constraints.intersection([.userPresence, .devicePasscode])
+        let unavailable = constraints.subtracting(byPassword)
+        if ac.anyConstraintSuffices ? byPassword.isEmpty : !unavailable.isEmpty {
+            throw KeychainError(.authFailed, "biometry and companion devices are not available")
+        }
+        if !hasPassword { throw KeychainError(.authFailed, "the keychain has no password (no passcode set)") }
+        let prompter = try interaction(query)
+        guard let prompter else { return false }
+        var error: String?
+        for _ in 0..<5 {
+            let request = PasswordRequest(
+                kind: .keychainPassword, description: promptText(query, fallback: "An application wants to use a protected keychain item."),
+                prompt: "Keychain password:", error: error)
+            switch prompter.requestPassword(request) {
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the password")
+            case .entered(let password):
+                do throws(KeychainError) {
+                    try verifyOwner(password: password, db: db)
+                    context?.markOwnerAuthenticated()
+                    return true
+                } catch KeychainStatus.authFailed {
+                    error = "Wrong password, try again."
+                }
+            }
+        }
+        throw KeychainError(.authFailed)
+    }
+
+    /// The prompter a call may use: nil means leave the item out (UI Skip); no way to ask is an error.
+    private func interaction(_ query: ItemQuery) throws(KeychainError) -> (any Prompter)? {
+        if query.authenticationUI == .skip { return nil }
+        if query.authenticationUI == .fail || query.authenticationContext?.interactionNotAllowed == true {
+            throw KeychainError.interactionNotAllowed("the item needs authentication")
+        }
+        guard let prompter = query.authenticationContext?.prompter ?? configuration.prompter else {
+            throw KeychainError.interactionNotAllowed("the item needs authentication and nobody can be asked")
+        }
+        return prompter
+    }
+
+    private func promptText(_ query: ItemQuery?, fallback: String) -> String {
+        if let prompt = query?.operationPrompt, !prompt.isEmpty { return prompt }
+        if let reason = query?.authenticationContext?.localizedReason, !reason.isEmpty { return reason }
+        return fallback
+    }
+
+    /// The application password an item needs to be written, from the context or, if allowed, asked for.
+    private func applicationPasswordForWriting(_ item: Item, _ query: ItemQuery) throws(KeychainError) -> SecretBytes? {
+        guard item.accessControl?.needsApplicationPassword == true else { return nil }
+        if let password = query.authenticationContext?.applicationPassword { return password }
+        guard let prompter = try interaction(query) else { throw KeychainError.interactionNotAllowed() }
+        let request = PasswordRequest(
+            kind: .applicationPassword, description: promptText(query, fallback: "Choose the item's application password."),
+            prompt: "Application password:")
+        switch prompter.requestPassword(request) {
+        case .entered(let password):
+            query.authenticationContext?.setApplicationPassword(password)
+            return password
+        case .cancelled: throw KeychainError(.userCanceled)
+        case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the application password")
+        }
     }
 
     private func insert(_ s: SealedItem, db: Database, changes: inout Manifest.Changes) throws {
@@ -247,7 +326,9 @@ extension KeychainFile {
         return (value ?? kind.defaultValue).matchKey(for: kind)
     }
 
-    func seal(_ item: Item, secret: SecretBytes, generation: Int64) throws(KeychainError) -> SealedItem {
+    func seal(_ item: Item, secret: SecretBytes, generation: Int64, applicationPassword: SecretBytes? = nil)
+        throws(KeychainError) -> SealedItem
+    {
         let header = self.header.withLock { $0 }
         let cls = item.accessibility
         guard let (classKey, metaKey) = classKey(cls) else { throw lockedError(cls) }
@@ -271,10 +352,18 @@ extension KeychainFile {
             defer { padded.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
             let sealedSecret = try Sealing.seal(padded, key: itemKey, aad: secretAAD.bytes)
 
-            let wrappedKey = try itemKey.withUnsafeBytes { raw in
-                try Sealing.seal(raw, key: classKey, aad: itemKeyAAD(header: header, uuid: uuid, cls: cls,
-                                                                      generation: generation, primaryIndex: primaryIndex))
+            var keyBytes = itemKey.bytes
+            defer { keyBytes.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+            if item.accessControl?.needsApplicationPassword == true {
+                guard let applicationPassword else { throw KeychainError.interactionNotAllowed() }
+                // A second wrap under a key only the application password yields (CRYPTO-DESIGN §5 APP-PW).
+                keyBytes = try ApplicationPasswordLayer.wrap(
+                    keyBytes, password: applicationPassword, kdf: header.kdf,
+                    aad: ApplicationPasswordLayer.aad(header: header, uuid: uuid, generation: generation))
             }
+            let wrappedKey = try Sealing.seal(
+                keyBytes, key: classKey,
+                aad: itemKeyAAD(header: header, uuid: uuid, cls: cls, generation: generation, primaryIndex: primaryIndex))
             return SealedItem(
                 uuid: uuid, kind: kind, accessibility: cls.rawValue, sync: sync, generation: generation,
                 primaryIndex: primaryIndex,
@@ -328,7 +417,7 @@ extension KeychainFile {
     }
 
     /// Decrypts a row's secret: unwrap the item key with the class key, then open the secret.
-    func openSecret(_ row: Row, item: Item) throws(KeychainError) -> SecretBytes {
+    func openSecret(_ row: Row, item: Item, query: ItemQuery?) throws(KeychainError) -> SecretBytes {
         let header = self.header.withLock { $0 }
         let cls = item.accessibility
         guard let (classKey, _) = classKey(cls) else { throw lockedError(cls) }
@@ -338,13 +427,49 @@ extension KeychainFile {
             row["wrapped_key"], key: classKey,
             aad: itemKeyAAD(header: header, uuid: uuidBytes, cls: cls, generation: generation,
                             primaryIndex: row["primary_index"]))
-        let itemKey = SymmetricKey(data: rawKey)
+        var keyData = rawKey
+        if item.accessControl?.needsApplicationPassword == true {
+            keyData = try unwrapApplicationLayer(rawKey, item: item, query: query, header: header, uuid: uuidBytes,
+                                                 generation: generation)
+        }
+        let itemKey = SymmetricKey(data: keyData)
         let meta: Data = row["meta"]
         var aad = AAD("kc1/sec")
         aad.append(header.dbUUID); aad.append(uuidBytes); aad.append(item.itemClass.rawValue)
         aad.append(cls.rawValue); aad.append(generation); aad.append(Data(SHA256.hash(data: meta)))
         var padded = try Sealing.open(row["secret"], key: itemKey, aad: aad.bytes)
         return try SecretPadding.unpad(&padded)
+    }
+
+    /// Opens the application-password layer with the context's password, or asks (five tries).
+    private func unwrapApplicationLayer(_ inner: Data, item: Item, query: ItemQuery?, header: FileHeader, uuid: Data,
+                                        generation: Int64) throws(KeychainError) -> Data {
+        let aad = ApplicationPasswordLayer.aad(header: header, uuid: uuid, generation: generation)
+        let context = query?.authenticationContext
+        if let password = context?.applicationPassword {
+            if let key = try? ApplicationPasswordLayer.unwrap(inner, password: password, aad: aad) { return key }
+            // A wrong password is dropped from the context and the user is asked again (Apple's retry loop).
+            context?.setApplicationPassword(nil)
+        }
+        guard let query, let prompter = try interaction(query) else { throw KeychainError.interactionNotAllowed() }
+        var error: String?
+        for _ in 0..<5 {
+            let request = PasswordRequest(
+                kind: .applicationPassword,
+                description: promptText(query, fallback: "An application wants to use an item protected by its own password."),
+                prompt: "Application password:", error: error)
+            switch prompter.requestPassword(request) {
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the application password")
+            case .entered(let password):
+                if let key = try? ApplicationPasswordLayer.unwrap(inner, password: password, aad: aad) {
+                    context?.setApplicationPassword(password)
+                    return key
+                }
+                error = "Wrong password, try again."
+            }
+        }
+        throw KeychainError(.authFailed)
     }
 
     /// The rows that may match: narrowed in SQL by class, sync flag, blind indexes and persistent reference.

@@ -16,6 +16,8 @@ public final class KeychainFile: Sendable {
         public var kdf: KDFParameters = .standard
         public var clock: @Sendable () -> Date = { Date() }
         public var logger = Logger(label: "keychain.storage")
+        /// Who asks the user when an item demands authentication and the call brings no context of its own.
+        public var prompter: (any Prompter)?
         public init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
     }
 
@@ -53,6 +55,8 @@ public final class KeychainFile: Sendable {
         var classKeys: [Accessibility: SymmetricKey] = [:]
         var metadataKeys: [Accessibility: SymmetricKey] = [:]
         var lastActivity: Date = .distantPast
+        /// When the keychain password was last entered correctly (for an authentication context's reuse window).
+        var lastPasswordEntry: Date = .distantPast
     }
 
     private init(url: URL, pool: DatabasePool, configuration: Configuration, deviceKey: SymmetricKey,
@@ -238,12 +242,17 @@ public final class KeychainFile: Sendable {
     ///
     /// - Throws: `errSecAuthFailed` for a wrong password, or while a back-off after repeated failures runs.
     public func unlock(password: SecretBytes?) throws(KeychainError) {
+        try unlock(password: password, db: nil)
+    }
+
+    /// Unlocks, reading the keybag through `db` when called inside a transaction (GRDB is not reentrant).
+    func unlock(password: SecretBytes?, db: Database?) throws(KeychainError) {
         let header = self.header.withLock { $0 }
         let now = configuration.clock()
         if !header.hasPassword {
             if let password, !password.isEmpty { throw KeychainError(.authFailed) }
             let kek = try KeyHierarchy.passwordKEK(password: nil, header: header, deviceKey: deviceKey)
-            try loadClassKeys(kek: kek, header: header, now: now)
+            try loadClassKeys(kek: kek, header: header, now: now, db: db)
             return
         }
         var state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
@@ -256,7 +265,8 @@ public final class KeychainFile: Sendable {
         }
         let kek = try KeyHierarchy.passwordKEK(password: password, header: header, deviceKey: deviceKey)
         do {
-            try loadClassKeys(kek: kek, header: header, now: now)
+            try loadClassKeys(kek: kek, header: header, now: now, db: db)
+            keys.withLock { $0.lastPasswordEntry = now }
         } catch {
             state = (try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)) ?? state
             state.failedAttempts += 1
@@ -338,9 +348,31 @@ public final class KeychainFile: Sendable {
         return deleted
     }
 
+    /// Checks the keychain password as proof of the owner's presence (an item's UserPresence or DevicePasscode).
+    /// A right password also unlocks. Wrong answers here end a prompt after five tries and leave no lasting
+    /// penalty (the unlock back-off is for unlocking); each still costs a full scrypt.
+    func verifyOwner(password: SecretBytes, db: Database?) throws(KeychainError) {
+        let header = self.header.withLock { $0 }
+        guard header.hasPassword else { throw KeychainError(.authFailed, "the keychain has no password") }
+        let now = configuration.clock()
+        let kek = try KeyHierarchy.passwordKEK(password: password, header: header, deviceKey: deviceKey)
+        do {
+            try loadClassKeys(kek: kek, header: header, now: now, db: db)
+        } catch {
+            throw KeychainError(.authFailed)
+        }
+        keys.withLock { $0.lastPasswordEntry = now }
+    }
+
     /// Unwraps every password-class key with `kek`; one failure (a wrong password) unwraps none.
-    private func loadClassKeys(kek: SymmetricKey, header: FileHeader, now: Date) throws(KeychainError) {
-        let rows = try read { db in try Row.fetchAll(db, sql: "SELECT class, key_gen, wrap, blob FROM keybag") }
+    private func loadClassKeys(kek: SymmetricKey, header: FileHeader, now: Date, db: Database?) throws(KeychainError) {
+        let sql = "SELECT class, key_gen, wrap, blob FROM keybag"
+        let rows: [Row]
+        if let db {
+            do { rows = try Row.fetchAll(db, sql: sql) } catch { throw StorageErrors.map(error) }
+        } else {
+            rows = try read { db in try Row.fetchAll(db, sql: sql) }
+        }
         var unwrapped: [Accessibility: SymmetricKey] = [:]
         for row in rows {
             guard let cls = Accessibility(rawValue: row["class"]) else { throw KeychainError.decode("keybag") }

@@ -1,0 +1,183 @@
+import Foundation
+import KeychainCore
+
+/// Asks through the user's pinentry program, speaking the Assuan protocol: GETPIN for passwords, CONFIRM with three
+/// buttons (Allow, Always Allow, Deny) for decisions. Cancel gives `.cancelled`; a pinentry that cannot start or
+/// show anything gives `.unavailable`, never a hang.
+public struct PinentryPrompter: Prompter {
+    public let program: String
+    public let arguments: [String]
+    public let environment: [String: String]?
+
+    public init(program: String = "pinentry", arguments: [String] = [], environment: [String: String]? = nil) {
+        self.program = program
+        self.arguments = arguments
+        self.environment = environment
+    }
+
+    /// libgpg-error codes as pinentry reports them (source pinentry, 5 << 24).
+    static let canceled = 83_886_179
+    static let notConfirmed = 83_886_194
+
+    public func requestPassword(_ request: PasswordRequest) -> PromptResponse {
+        guard let session = Session(program: program, arguments: arguments, environment: environment) else {
+            return .unavailable
+        }
+        defer { session.close() }
+        var commands = ["SETTITLE Keychain", "SETDESC \(Self.escape(request.description))",
+                        "SETPROMPT \(Self.escape(request.prompt))"]
+        if let error = request.error { commands.append("SETERROR \(Self.escape(error))") }
+        for command in commands { guard case .ok = session.send(command) else { return .unavailable } }
+        switch session.send("GETPIN") {
+        case .ok(var data): return .entered(SecretBytes(consuming: &data))
+        case .error(let code): return code == Self.canceled ? .cancelled : .unavailable
+        case .broken: return .unavailable
+        }
+    }
+
+    public func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse {
+        guard let session = Session(program: program, arguments: arguments, environment: environment) else {
+            return .unavailable
+        }
+        defer { session.close() }
+        for command in ["SETTITLE Keychain", "SETDESC \(Self.escape(request.description))", "SETOK Allow",
+                        "SETNOTOK Always Allow", "SETCANCEL Deny"] {
+            guard case .ok = session.send(command) else { return .unavailable }
+        }
+        switch session.send("CONFIRM") {
+        case .ok: return .allow
+        case .error(let code) where code == Self.notConfirmed: return .alwaysAllow
+        case .error(let code) where code == Self.canceled: return .deny
+        default: return .unavailable
+        }
+    }
+
+    /// Assuan escaping: `%`, CR, LF and other control bytes as `%XX`.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            if byte == 0x25 || byte < 0x20 { out += String(format: "%%%02X", byte) } else {
+                out.unicodeScalars.append(UnicodeScalar(byte))
+            }
+        }
+        return out
+    }
+
+    static func unescape(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            if bytes[i] == 0x25, i + 2 < bytes.endIndex,
+                let v = UInt8(String(decoding: bytes[(i + 1)...(i + 2)], as: UTF8.self), radix: 16)
+            {
+                out.append(v)
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return out
+    }
+
+    enum Reply {
+        case ok([UInt8])
+        case error(Int)
+        case broken
+    }
+
+    /// One pinentry process and its pipes.
+    final class Session {
+        let process = Process()
+        let input: FileHandle
+        let output: FileHandle
+        var buffer: [UInt8] = []
+
+        init?(program: String, arguments: [String], environment: [String: String]?) {
+            let toChild = Pipe(), fromChild = Pipe()
+            process.executableURL = URL(fileURLWithPath: program.hasPrefix("/") ? program : Self.lookup(program) ?? program)
+            process.arguments = arguments
+            if let environment { process.environment = environment }
+            process.standardInput = toChild
+            process.standardOutput = fromChild
+            process.standardError = FileHandle.nullDevice
+            input = toChild.fileHandleForWriting
+            output = fromChild.fileHandleForReading
+            do { try process.run() } catch { return nil }
+            guard case .ok = readReply() else {  // the greeting
+                close()
+                return nil
+            }
+        }
+
+        static func lookup(_ name: String) -> String? {
+            let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+            for dir in path.split(separator: ":") {
+                let candidate = "\(dir)/\(name)"
+                if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            }
+            return nil
+        }
+
+        func send(_ command: String) -> Reply {
+            do { try input.write(contentsOf: Data((command + "\n").utf8)) } catch { return .broken }
+            return readReply()
+        }
+
+        func readReply() -> Reply {
+            var data: [UInt8] = []
+            while let line = readLine() {
+                if line.starts(with: Array("D ".utf8)) {
+                    data += PinentryPrompter.unescape(line.dropFirst(2))
+                } else if line == Array("OK".utf8) || line.starts(with: Array("OK ".utf8)) {
+                    return .ok(data)
+                } else if line.starts(with: Array("ERR ".utf8)) {
+                    let code = line.dropFirst(4).prefix { $0 != 0x20 }
+                    return .error(Int(String(decoding: code, as: UTF8.self)) ?? -1)
+                }
+                // Status (S) and comment (#) lines are skipped.
+            }
+            return .broken
+        }
+
+        private func readLine() -> [UInt8]? {
+            while true {
+                if let newline = buffer.firstIndex(of: 0x0a) {
+                    let line = Array(buffer[..<newline])
+                    buffer.removeSubrange(...newline)
+                    return line
+                }
+                let chunk = output.availableData
+                if chunk.isEmpty { return nil }
+                buffer += chunk
+            }
+        }
+
+        func close() {
+            _ = try? input.write(contentsOf: Data("BYE\n".utf8))
+            try? input.close()
+            process.waitUntilExit()
+            buffer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
+        }
+    }
+}
+
+/// The prompter to use when nothing was configured: `KEYCHAIN_PROMPTER` (`terminal`, `pinentry`, `none`),
+/// else the terminal when there is one, else pinentry on a graphical session, else none.
+public enum DefaultPrompter {
+    public static func make(environment: [String: String] = ProcessInfo.processInfo.environment) -> (any Prompter)? {
+        switch environment["KEYCHAIN_PROMPTER"] {
+        case "none": return nil
+        case "terminal": return TerminalPrompter()
+        case "pinentry": return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry")
+        default: break
+        }
+        if TerminalPrompter.isAvailable { return TerminalPrompter() }
+        if environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil,
+            PinentryPrompter.Session.lookup(environment["PINENTRY_PROGRAM"] ?? "pinentry") != nil
+        {
+            return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry")
+        }
+        return nil
+    }
+}

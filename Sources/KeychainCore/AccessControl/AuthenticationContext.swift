@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+
+/// The engine's `LAContext`: the credentials a caller has supplied or proved, how it may interact with the user,
+/// and the prompter that asks. One context can satisfy several protected items with one authentication.
+public final class AuthenticationContext: Sendable, Hashable {
+    /// Apple's `LATouchIDAuthenticationMaximumAllowableReuseDuration`.
+    public static let maximumReuseDuration: TimeInterval = 300
+
+    struct State: Sendable {
+        var applicationPassword: SecretBytes?
+        var ownerAuthenticated = false
+        var interactionNotAllowed = false
+        var reuseDuration: TimeInterval = 0
+        var invalidated = false
+        var localizedReason = ""
+    }
+
+    private let state = Mutex(State())
+    public let prompter: (any Prompter)?
+
+    public init(prompter: (any Prompter)? = nil) { self.prompter = prompter }
+
+    /// `LAContext.setCredential(_:type: .applicationPassword)`; nil removes it.
+    public func setApplicationPassword(_ password: SecretBytes?) { state.withLock { $0.applicationPassword = password } }
+    public var applicationPassword: SecretBytes? { state.withLock { $0.applicationPassword } }
+
+    /// When true, anything that would ask the user fails with errSecInteractionNotAllowed instead.
+    public var interactionNotAllowed: Bool {
+        get { state.withLock { $0.interactionNotAllowed } }
+        set { state.withLock { $0.interactionNotAllowed = newValue } }
+    }
+
+    /// How recent a keychain unlock may be to count as the user's authentication (0...300 seconds).
+    public var reuseDuration: TimeInterval {
+        get { state.withLock { $0.reuseDuration } }
+        set { state.withLock { $0.reuseDuration = min(max(newValue, 0), Self.maximumReuseDuration) } }
+    }
+
+    public var localizedReason: String {
+        get { state.withLock { $0.localizedReason } }
+        set { state.withLock { $0.localizedReason = newValue } }
+    }
+
+    /// True once the owner proved presence through this context (until it is invalidated).
+    public var isOwnerAuthenticated: Bool { state.withLock { $0.ownerAuthenticated && !$0.invalidated } }
+    public func markOwnerAuthenticated() { state.withLock { $0.ownerAuthenticated = true } }
+
+    public var isInvalidated: Bool { state.withLock { $0.invalidated } }
+
+    /// `LAContext.invalidate()`: forgets every credential; later use fails.
+    public func invalidate() {
+        state.withLock {
+            $0.invalidated = true
+            $0.applicationPassword = nil
+            $0.ownerAuthenticated = false
+        }
+    }
+
+    public static func == (a: AuthenticationContext, b: AuthenticationContext) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
+/// Asks the user for a password or a decision (a terminal, pinentry, or a test's script).
+public protocol Prompter: Sendable {
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse
+}
+
+public struct PasswordRequest: Sendable {
+    public enum Kind: Sendable { case keychainPassword, applicationPassword }
+    public var kind: Kind
+    /// The operation prompt (`kSecUseOperationPrompt`, `localizedReason`), shown as the description.
+    public var description: String
+    public var prompt: String
+    /// Set when an earlier attempt was wrong.
+    public var error: String?
+    public init(kind: Kind, description: String, prompt: String, error: String? = nil) {
+        self.kind = kind
+        self.description = description
+        self.prompt = prompt
+        self.error = error
+    }
+}
+
+public enum PromptResponse: Sendable {
+    case entered(SecretBytes)
+    case cancelled
+    /// No way to ask (no terminal, no pinentry).
+    case unavailable
+}
+
+public struct ConfirmationRequest: Sendable {
+    public var description: String
+    public init(description: String) { self.description = description }
+}
+
+public enum ConfirmationResponse: Sendable, Equatable {
+    case deny, allow, alwaysAllow, cancelled, unavailable
+}

@@ -1,0 +1,75 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import Testing
+
+/// PinentryPrompter against a scripted Assuan peer: a shell script that answers like pinentry and logs what it was told.
+@Suite("Pinentry prompter (Assuan)")
+struct PinentryPrompterTests {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pinentry-\(UUID().uuidString)")
+
+    func peer(getpin: String, confirm: String) throws -> (String, URL) {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let log = dir.appendingPathComponent("log")
+        let script = dir.appendingPathComponent("fake-pinentry")
+        try """
+            #!/bin/sh
+            echo "OK Pleased to meet you"
+            while IFS= read -r line; do
+              echo "$line" >> '\(log.path)'
+              case "$line" in
+                GETPIN) printf '%s\\n' \(getpin) ;;
+                CONFIRM) printf '%s\\n' \(confirm) ;;
+                BYE) echo "OK closing connection"; exit 0 ;;
+                *) echo "OK" ;;
+              esac
+            done
+            """.write(to: script, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: script.path)
+        return (script.path, log)
+    }
+
+    @Test("GETPIN: the PIN comes back unescaped; the description is escaped and shown")
+    func getPin() throws {
+        let (program, log) = try peer(getpin: "'S status' 'D s3cr%25et%0Apart' 'OK'", confirm: "OK")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let prompter = PinentryPrompter(program: program)
+        let response = prompter.requestPassword(
+            PasswordRequest(kind: .keychainPassword, description: "Unlock 100% of\nit", prompt: "Password:"))
+        guard case .entered(let secret) = response else {
+            Issue.record("expected a PIN, got \(response)")
+            return
+        }
+        #expect(secret.unprotectedString() == "s3cr%et\npart")
+        let sent = try String(contentsOf: log, encoding: .utf8)
+        #expect(sent.contains("SETDESC Unlock 100%25 of%0Ait\n"))
+        #expect(sent.contains("SETPROMPT Password:\n"))
+        #expect(sent.contains("GETPIN\n"))
+    }
+
+    @Test("cancel is .cancelled; another error is .unavailable; a missing program is .unavailable")
+    func errors() throws {
+        let (cancel, _) = try peer(getpin: "'ERR 83886179 Operation cancelled <Pinentry>'", confirm: "OK")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        if case .cancelled = PinentryPrompter(program: cancel).requestPassword(
+            PasswordRequest(kind: .keychainPassword, description: "d", prompt: "p")) {} else { Issue.record("not cancelled") }
+        let missing = PinentryPrompter(program: "/nonexistent/pinentry")
+        if case .unavailable = missing.requestPassword(PasswordRequest(kind: .keychainPassword, description: "d", prompt: "p")) {
+        } else { Issue.record("not unavailable") }
+    }
+
+    @Test("CONFIRM maps Allow, Always Allow and Deny")
+    func confirm() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cases: [(String, ConfirmationResponse)] = [
+            ("OK", .allow), ("'ERR 83886194 Not confirmed'", .alwaysAllow), ("'ERR 83886179 Operation cancelled'", .deny),
+        ]
+        for (reply, expected) in cases {
+            let (program, log) = try peer(getpin: "OK", confirm: reply)
+            #expect(PinentryPrompter(program: program).requestConfirmation(ConfirmationRequest(description: "git wants to read")) == expected)
+            let sent = try String(contentsOf: log, encoding: .utf8)
+            #expect(sent.contains("SETOK Allow\nSETNOTOK Always Allow\nSETCANCEL Deny\nCONFIRM\n"))
+            try? FileManager.default.removeItem(at: log)
+        }
+    }
+}

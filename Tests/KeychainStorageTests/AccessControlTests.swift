@@ -1,0 +1,150 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+import Synchronization
+import Testing
+
+/// A prompter that answers from a script and records what it was asked.
+final class ScriptedPrompter: Prompter {
+    let answers: Mutex<[PromptResponse]>
+    let asked = Mutex<[PasswordRequest]>([])
+    init(_ answers: [PromptResponse]) { self.answers = Mutex(answers) }
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse {
+        asked.withLock { $0.append(request) }
+        return answers.withLock { $0.isEmpty ? .unavailable : $0.removeFirst() }
+    }
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse { .unavailable }
+    var count: Int { asked.withLock { $0.count } }
+}
+
+@Suite("Access control: constraints, contexts, application passwords")
+struct AccessControlEngineTests {
+    func protectedFile(_ flags: AccessControl.Flags, clock: (@Sendable () -> Date)? = nil) throws -> TestFile {
+        let t = try TestFile(password: "pw", clock: clock)
+        let context = AuthenticationContext()
+        context.setApplicationPassword(SecretBytes(utf8: "app-pw"))
+        var q = try QueryParser.parse([
+            "class": "genp", "acct": "p", "v_Data": .data(Data("protected".utf8)),
+            "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: flags)),
+        ], for: .add)
+        q.authenticationContext = context
+        _ = try t.file.add(q, caller: t.caller)
+        return t
+    }
+
+    func read(_ t: TestFile, context: AuthenticationContext? = nil, ui: String? = nil, data: Bool = true) throws -> String? {
+        var d: [String: QueryValue] = ["class": "genp", "acct": "p"]
+        if data { d["r_Data"] = true } else { d["r_Attributes"] = true }
+        if let ui { d["u_AuthUI"] = .string(ui) }
+        var q = try QueryParser.parse(d, for: .search)
+        q.authenticationContext = context
+        return try t.file.search(q, caller: t.caller).first.map { $0.secret?.unprotectedString() ?? "" }
+    }
+
+    @Test("user presence: no way to ask is errSecInteractionNotAllowed; Skip leaves the item out, even for attributes")
+    func noPrompter() throws {
+        let t = try protectedFile([.userPresence])
+        #expect(status { _ = try read(t) } == -25308)
+        #expect(status { _ = try read(t, ui: "u_AuthUIF") } == -25308)
+        #expect(status { _ = try read(t, ui: "u_AuthUIS") } == -25300)
+        #expect(status { _ = try read(t, ui: "u_AuthUIS", data: false) } == -25300)
+        let context = AuthenticationContext(prompter: ScriptedPrompter([.entered(SecretBytes(utf8: "pw"))]))
+        context.interactionNotAllowed = true
+        #expect(status { _ = try read(t, context: context) } == -25308)
+    }
+
+    @Test("user presence: the keychain password satisfies it, and the context is reused without asking again")
+    func passwordSatisfies() throws {
+        let t = try protectedFile([.userPresence])
+        let prompter = ScriptedPrompter([.entered(SecretBytes(utf8: "wrong")), .entered(SecretBytes(utf8: "pw"))])
+        let context = AuthenticationContext(prompter: prompter)
+        context.localizedReason = "Read the protected item"
+        #expect(try read(t, context: context) == "protected")
+        #expect(prompter.count == 2)
+        #expect(prompter.asked.withLock { $0[0].description } == "Read the protected item")
+        #expect(prompter.asked.withLock { $0[1].error } != nil)
+        #expect(try read(t, context: context) == "protected")
+        #expect(prompter.count == 2)
+        context.invalidate()
+        #expect(status { _ = try read(t, context: context) } == -25293)
+    }
+
+    @Test("five wrong passwords end the call with errSecAuthFailed and no lasting penalty; cancel is errSecUserCanceled")
+    func wrongAndCancel() throws {
+        let t = try protectedFile([.devicePasscode])
+        let wrong = ScriptedPrompter(Array(repeating: .entered(SecretBytes(utf8: "nope")), count: 5))
+        #expect(status { _ = try read(t, context: AuthenticationContext(prompter: wrong)) } == -25293)
+        #expect(wrong.count == 5)
+        let cancel = ScriptedPrompter([.cancelled])
+        #expect(status { _ = try read(t, context: AuthenticationContext(prompter: cancel)) } == -128)
+        // The user may try again at once (the five tries of a prompt are not the unlock back-off).
+        let right = ScriptedPrompter([.entered(SecretBytes(utf8: "pw"))])
+        #expect(try read(t, context: AuthenticationContext(prompter: right)) == "protected")
+    }
+
+    @Test("biometry is not available here: alone it fails; with Or the password suffices; with And it fails")
+    func biometry() throws {
+        let right = { AuthenticationContext(prompter: ScriptedPrompter([.entered(SecretBytes(utf8: "pw"))])) }
+        #expect(status { _ = try read(try protectedFile([.biometryAny]), context: right()) } == -25293)
+        #expect(status { _ = try read(try protectedFile([.biometryCurrentSet]), context: right()) } == -25293)
+        #expect(try read(try protectedFile([.biometryAny, .devicePasscode, .or]), context: right()) == "protected")
+        #expect(status { _ = try read(try protectedFile([.biometryAny, .devicePasscode, .and]), context: right()) } == -25293)
+    }
+
+    @Test("a recent unlock counts within the context's reuse window (at most 300 s)")
+    func reuseWindow() throws {
+        let clock = ManualClock()
+        let t = try protectedFile([.userPresence], clock: clock.read)
+        t.file.lock()
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        let context = AuthenticationContext()
+        context.reuseDuration = 10_000
+        #expect(context.reuseDuration == 300)
+        context.reuseDuration = 60
+        clock.now += 30
+        #expect(try read(t, context: context, ui: "u_AuthUIF") == "protected")
+        let late = AuthenticationContext()
+        late.reuseDuration = 60
+        clock.now += 60
+        #expect(status { _ = try read(t, context: late, ui: "u_AuthUIF") } == -25308)
+    }
+
+    @Test("deleting a protected item needs no authentication (Apple's odel = true)")
+    func delete() throws {
+        let t = try protectedFile([.userPresence])
+        #expect(status { try t.file.delete(QueryParser.parse(["class": "genp", "acct": "p"], for: .delete), caller: t.caller) } == 0)
+    }
+
+    @Test("application password: both it and the unlocked keychain are needed")
+    func applicationPassword() throws {
+        let t = try protectedFile([.applicationPassword])
+        let good = AuthenticationContext()
+        good.setApplicationPassword(SecretBytes(utf8: "app-pw"))
+        #expect(try read(t, context: good) == "protected")
+        // Attributes need no application password (its ACL is dacl = true).
+        #expect(try read(t, data: false) == "")
+        let bad = AuthenticationContext()
+        bad.setApplicationPassword(SecretBytes(utf8: "wrong"))
+        #expect(status { _ = try read(t, context: bad, ui: "u_AuthUIF") } == -25308)
+        #expect(bad.applicationPassword == nil)  // dropped from the context, as Apple does
+        #expect(status { _ = try read(t) } == -25308)
+        let asked = ScriptedPrompter([.entered(SecretBytes(utf8: "x")), .entered(SecretBytes(utf8: "app-pw"))])
+        #expect(try read(t, context: AuthenticationContext(prompter: asked)) == "protected")
+        #expect(asked.asked.withLock { $0.allSatisfy { $0.kind == .applicationPassword } })
+        let fiveWrong = ScriptedPrompter(Array(repeating: .entered(SecretBytes(utf8: "x")), count: 5))
+        #expect(status { _ = try read(t, context: AuthenticationContext(prompter: fiveWrong)) } == -25293)
+        // Locked keychain: the right application password alone opens nothing.
+        t.file.lock()
+        #expect(status { _ = try read(t, context: good) } == -25308)
+    }
+
+    @Test("an application-password item without a password to set is errSecInteractionNotAllowed")
+    func applicationPasswordRequiredOnAdd() throws {
+        let t = try TestFile(password: "pw")
+        let q = try QueryParser.parse([
+            "class": "genp", "acct": "p",
+            "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.applicationPassword])),
+        ], for: .add)
+        #expect(status { _ = try t.file.add(q, caller: t.caller) } == -25308)
+    }
+}
