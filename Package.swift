@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "KeychainStorage", targets: ["KeychainStorage"]),
         .library(name: "KeychainClient", targets: ["KeychainClient"]),
         .library(name: "Security", targets: ["Security"]),
+        .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .executable(name: "security", targets: ["SecurityTool"]),
         .executable(name: "git-credential-keychain", targets: ["GitCredentialKeychain"]),
         .executable(name: "docker-credential-keychain", targets: ["DockerCredentialKeychain"]),
@@ -53,6 +54,12 @@ let package = Package(
         .target(
             name: "Security",
             dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            swiftSettings: strictSettings
+        ),
+        // LAContext and LAError with Apple's spellings, over the engine's authentication context.
+        .target(
+            name: "LocalAuthentication",
+            dependencies: ["Security", "KeychainClient", "KeychainCore", "KeychainStorage"],
             swiftSettings: strictSettings
         ),
         // The `security` command, mirroring macOS's.
@@ -103,7 +110,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SecurityCompatTests",
-            dependencies: ["Security"]
+            dependencies: ["Security", "LocalAuthentication", "KeychainCore"]
         ),
         .testTarget(
             name: "KeychainClientTests",

@@ -1,4 +1,5 @@
 import Foundation
+@_exported import struct KeychainCore.AccessControl
 import KeychainCore
 
 /// `SecAccessControlCreateFlags`, with Apple's bit values.
@@ -35,6 +36,14 @@ public final class SecAccessControl: NSObject, @unchecked Sendable {
 }
 
 public typealias SecAccessControlRef = SecAccessControl
+
+/// The flags an access-control object was made with (for LocalAuthentication).
+public func accessControlFlags(_ accessControl: SecAccessControl) -> AccessControl.Flags { accessControl.value.flags }
+
+/// Anything that carries an engine authentication context (LocalAuthentication's `LAContext`).
+public protocol AuthenticationContextProviding: AnyObject {
+    var engine: AuthenticationContext { get }
+}
 
 public func SecAccessControlGetTypeID() -> CFTypeID { 310 }
 

@@ -187,6 +187,8 @@ extension KeychainFile {
                 return true
             }
         }
+        // UI Skip leaves out every item that would need authentication, whatever could satisfy it.
+        if query.authenticationUI == .skip { return false }
         let byPassword = constraints.intersection([.userPresence, .devicePasscode])
         let unavailable = constraints.subtracting(byPassword)
         if ac.anyConstraintSuffices ? byPassword.isEmpty : !unavailable.isEmpty {

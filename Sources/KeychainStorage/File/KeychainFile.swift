@@ -351,6 +351,10 @@ public final class KeychainFile: Sendable {
     /// Checks the keychain password as proof of the owner's presence (an item's UserPresence or DevicePasscode).
     /// A right password also unlocks. Wrong answers here end a prompt after five tries and leave no lasting
     /// penalty (the unlock back-off is for unlocking); each still costs a full scrypt.
+    public func verifyOwnerPassword(_ password: SecretBytes) throws(KeychainError) {
+        try verifyOwner(password: password, db: nil)
+    }
+
     func verifyOwner(password: SecretBytes, db: Database?) throws(KeychainError) {
         let header = self.header.withLock { $0 }
         guard header.hasPassword else { throw KeychainError(.authFailed, "the keychain has no password") }
