@@ -31,16 +31,12 @@ public final class KeychainClient: Sendable {
 
     private static let sharedClient = Mutex<KeychainClient?>(nil)
 
-    /// The process's client for the default keychain (`login` unless configured), created on first use.
-    ///
-    /// The caller's access group is `KEYCHAIN_APPLICATION_IDENTIFIER`, else the executable's name.
+    /// The process's client for the default keychain (`login` unless configured), created on first use, with the
+    /// application's access groups (see ``ApplicationIdentity``).
     public static func shared() throws(KeychainError) -> KeychainClient {
         try sharedClient.withLock { (client: inout KeychainClient?) throws(KeychainError) -> KeychainClient in
             if let client { return client }
-            let env = ProcessInfo.processInfo.environment
-            let appID = env["KEYCHAIN_APPLICATION_IDENTIFIER"]
-                ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "app").lastPathComponent
-            let made = try openDefault(caller: Caller(accessGroups: [appID]))
+            let made = try openDefault(caller: Caller(accessGroups: ApplicationIdentity.current().accessGroups))
             client = made
             return made
         }
