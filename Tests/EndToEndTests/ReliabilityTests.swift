@@ -13,7 +13,7 @@ struct ReliabilityTests {
         let tool = Tool()
         defer { try? FileManager.default.removeItem(at: tool.home) }
         try tool.run("add-generic-password", "-a", "seed", "-s", "seed", "-w", "x")
-        let perProcess = 15
+        let perProcess = Int(ProcessInfo.processInfo.environment["KEYCHAIN_CONCURRENT_OPS"] ?? "") ?? 15
         let failures = try await withThrowingTaskGroup(of: [String].self) { group in
             for p in 0..<4 {
                 group.addTask {
@@ -43,7 +43,10 @@ struct ReliabilityTests {
         try tool.run("add-generic-password", "-a", "seed", "-s", "seed", "-w", "x")
         var acknowledged: [String] = []
         var generator = SystemRandomNumberGenerator()
-        for round in 0..<25 {
+        let rounds = Int(ProcessInfo.processInfo.environment["KEYCHAIN_KILL_ROUNDS"] ?? "") ?? 25
+        var killed = 0
+        var unacknowledged: [String] = []
+        for round in 0..<rounds {
             let account = "kill-\(round)"
             let process = Process()
             process.executableURL = Tool.binary
@@ -55,14 +58,24 @@ struct ReliabilityTests {
             usleep(UInt32.random(in: 0...60_000, using: &generator))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            if process.terminationReason == .exit && process.terminationStatus == 0 { acknowledged.append(account) }
+            if process.terminationReason == .exit && process.terminationStatus == 0 {
+                acknowledged.append(account)
+            } else {
+                killed += 1
+                unacknowledged.append(account)
+            }
             // The keychain opens and every acknowledged write is there, with its data.
-            let check = try tool.run("dump-keychain")
+            let check = try tool.run("dump-keychain", "-d")
             #expect(check.status == 0, "round \(round): \(check.stderr)")
             for done in acknowledged {
-                let find = try tool.run("find-generic-password", "-a", done, "-s", "crash", "-w")
-                #expect(find.stdout == "secret-\(done.dropFirst(5))\n", "round \(round): \(done)")
+                #expect(check.stdout.contains("\"acct\"<blob>=\"\(done)\"\n"), "round \(round): \(done) missing")
+                #expect(check.stdout.contains("data:\n\"secret-\(done.dropFirst(5))\"\n"), "round \(round): \(done) data")
+            }
+            // A write killed before it was acknowledged is either wholly there or not there at all.
+            for lost in unacknowledged where check.stdout.contains("\"acct\"<blob>=\"\(lost)\"\n") {
+                #expect(check.stdout.contains("data:\n\"secret-\(lost.dropFirst(5))\"\n"), "round \(round): \(lost) half there")
             }
         }
+        print("killed writers: \(killed) of \(rounds) killed before acknowledging; \(acknowledged.count) acknowledged")
     }
 }
