@@ -48,6 +48,7 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     }
 }
 
+/// Runs one call and turns its outcome into an OSStatus.
 func run(_ body: () throws(KeychainError) -> Void) -> OSStatus {
     do {
         try body()

@@ -256,21 +256,13 @@ enum Legacy {
     }
 }
 
-func legacy(_ body: () throws(KeychainError) -> Void) -> OSStatus {
-    do {
-        try body()
-        return errSecSuccess
-    } catch {
-        return error.status.rawValue
-    }
-}
 
 // MARK: - Keychains
 
 public func SecKeychainCreate(_ pathName: UnsafePointer<CChar>, _ passwordLength: UInt32, _ password: UnsafeRawPointer?,
                               _ promptUser: Bool, _ initialAccess: SecAccess?,
                               _ keychain: UnsafeMutablePointer<SecKeychain?>) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         if !promptUser && password == nil && passwordLength == 0 { throw .param("no password and no prompt") }
         if passwordLength != 0 && password == nil { throw .param("password length without data") }
         let url = Legacy.url(pathName)
@@ -308,7 +300,7 @@ public func SecKeychainOpen(_ pathName: UnsafePointer<CChar>, _ keychain: Unsafe
 }
 
 public func SecKeychainDelete(_ keychainOrArray: CFTypeRef?) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         guard let keychainOrArray else { throw KeychainError(.invalidKeychain) }
         for keychain in Legacy.keychains(keychainOrArray) {
             try Legacy.preferences.deleteKeychain(keychain.url)
@@ -332,7 +324,7 @@ public func SecKeychainGetPath(_ keychain: SecKeychain?, _ ioPathLength: UnsafeM
 public func SecKeychainGetStatus(_ keychain: SecKeychain?, _ keychainStatus: UnsafeMutablePointer<SecKeychainStatus>)
     -> OSStatus
 {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         let file = try Legacy.file(keychain)
         keychainStatus.pointee = (file.isLocked ? 0 : kSecUnlockStateStatus) | kSecReadPermStatus | kSecWritePermStatus
     }
@@ -344,7 +336,7 @@ public func SecKeychainGetVersion(_ returnVers: UnsafeMutablePointer<UInt32>) ->
 }
 
 public func SecKeychainLock(_ keychain: SecKeychain?) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         try Legacy.file(keychain).lock()
         Legacy.post(.lockEvent, keychain: keychain ?? SecKeychain(url: Legacy.preferences.defaultKeychain()), item: nil)
     }
@@ -360,7 +352,7 @@ public func SecKeychainLockAll() -> OSStatus {
 
 public func SecKeychainUnlock(_ keychain: SecKeychain?, _ passwordLength: UInt32, _ password: UnsafeRawPointer?,
                               _ usePassword: Bool) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         let file = try Legacy.file(keychain)
         guard file.isLocked else { return }
         guard usePassword else {
@@ -386,7 +378,7 @@ public func SecKeychainGetUserInteractionAllowed(_ state: UnsafeMutablePointer<D
 public func SecKeychainSetSettings(_ keychain: SecKeychain?, _ newSettings: UnsafePointer<SecKeychainSettings>)
     -> OSStatus
 {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         let s = newSettings.pointee
         guard s.version == SEC_KEYCHAIN_SETTINGS_VERS1 else { throw .param("settings version") }
         let interval: Int? = s.lockInterval >= UInt32(Int32.max) ? nil : Int(s.lockInterval)
@@ -397,7 +389,7 @@ public func SecKeychainSetSettings(_ keychain: SecKeychain?, _ newSettings: Unsa
 public func SecKeychainCopySettings(_ keychain: SecKeychain?, _ outSettings: UnsafeMutablePointer<SecKeychainSettings>)
     -> OSStatus
 {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         guard outSettings.pointee.version == SEC_KEYCHAIN_SETTINGS_VERS1 else { throw .param("settings version") }
         let s = try Legacy.file(keychain).settings()
         outSettings.pointee.lockOnSleep = DarwinBoolean(s.lockOnSleep)
@@ -411,7 +403,7 @@ public func SecKeychainCopyDefault(_ keychain: UnsafeMutablePointer<SecKeychain?
 }
 
 public func SecKeychainSetDefault(_ keychain: SecKeychain?) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         try Legacy.preferences.setDefaultKeychain(keychain?.url)
         Legacy.post(.defaultChangedEvent, keychain: keychain, item: nil)
     }
@@ -423,7 +415,7 @@ public func SecKeychainCopySearchList(_ searchList: UnsafeMutablePointer<CFArray
 }
 
 public func SecKeychainSetSearchList(_ searchList: CFArray) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         let keychains = searchList.compactMap { $0 as? SecKeychain }
         guard keychains.count == searchList.count else { throw .param("the list holds a non-keychain") }
         try Legacy.preferences.setSearchList(keychains.map(\.url))
@@ -438,7 +430,7 @@ public func SecKeychainAddGenericPassword(
     _ accountNameLength: UInt32, _ accountName: UnsafePointer<CChar>?, _ passwordLength: UInt32,
     _ passwordData: UnsafeRawPointer?, _ itemRef: UnsafeMutablePointer<SecKeychainItem?>?
 ) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         let service = Legacy.string(serviceName, serviceNameLength) ?? ""
         let account = Legacy.string(accountName, accountNameLength) ?? ""
         let item = try Legacy.add(keychain, [
@@ -454,7 +446,7 @@ public func SecKeychainFindGenericPassword(
     _ accountNameLength: UInt32, _ accountName: UnsafePointer<CChar>?, _ passwordLength: UnsafeMutablePointer<UInt32>?,
     _ passwordData: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ itemRef: UnsafeMutablePointer<SecKeychainItem?>?
 ) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         var query: [String: QueryValue] = ["class": "genp"]
         if let s = Legacy.string(serviceName, serviceNameLength) { query["svce"] = .string(s) }
         if let a = Legacy.string(accountName, accountNameLength) { query["acct"] = .string(a) }
@@ -471,7 +463,7 @@ public func SecKeychainAddInternetPassword(
     _ protocol: SecProtocolType, _ authenticationType: SecAuthenticationType, _ passwordLength: UInt32,
     _ passwordData: UnsafeRawPointer?, _ itemRef: UnsafeMutablePointer<SecKeychainItem?>?
 ) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         let server = Legacy.string(serverName, serverNameLength) ?? ""
         var attributes: [String: QueryValue] = [
             "class": "inet", "srvr": .string(server), "labl": .string(server),
@@ -497,7 +489,7 @@ public func SecKeychainFindInternetPassword(
     _ passwordLength: UnsafeMutablePointer<UInt32>?, _ passwordData: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     _ itemRef: UnsafeMutablePointer<SecKeychainItem?>?
 ) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         // Empty strings and zero port, protocol and authentication type are wildcards.
         var query: [String: QueryValue] = ["class": "inet"]
         if let s = Legacy.string(serverName, serverNameLength) { query["srvr"] = .string(s) }
@@ -519,7 +511,7 @@ public func SecKeychainItemModifyAttributesAndData(
     _ itemRef: SecKeychainItem, _ attrList: UnsafePointer<SecKeychainAttributeList>?, _ length: UInt32,
     _ data: UnsafeRawPointer?
 ) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         var changes: [String: QueryValue] = [:]
         if let list = attrList?.pointee, let attrs = list.attr {
             for i in 0..<Int(list.count) {
@@ -548,7 +540,7 @@ public func SecKeychainItemModifyAttributesAndData(
 }
 
 public func SecKeychainItemDelete(_ itemRef: SecKeychainItem) -> OSStatus {
-    legacy { () throws(KeychainError) in
+    run { () throws(KeychainError) in
         let file = try Legacy.file(itemRef.keychain)
         do throws(KeychainError) {
             try file.delete(QueryParser.parse(["v_PersistentRef": .data(itemRef.reference.data)], for: .delete),
