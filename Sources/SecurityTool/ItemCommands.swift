@@ -17,7 +17,7 @@ struct ItemCommands {
         var args = arguments
         let promptForPassword = args.last == "-w"
         if promptForPassword { args.removeLast() }
-        let spec = kind == .generic ? "a:c:C:D:G:j:l:s:T:w:X:p:AU" : "a:c:C:d:D:j:l:p:P:r:s:t:T:w:X:AU"
+        let spec = kind == .generic ? CommandFlags.addGeneric : CommandFlags.addInternet
         let opts = try parse(args, spec: spec)
         guard opts.operands.count <= 1 else { throw .usage }
         var attributes: [String: QueryValue] = ["class": .string(kind.itemClass.rawValue)]
@@ -93,13 +93,17 @@ struct ItemCommands {
 
     // MARK: - find, delete
 
-    func find(_ kind: Kind, _ arguments: [String]) throws(CommandError) -> Int32 {
-        let spec = kind == .generic ? "a:c:C:D:G:j:l:s:gw" : "a:c:C:d:D:j:l:p:P:r:s:t:gw"
+    func find(_ kind: Kind, _ arguments: [String], json: Bool = false) throws(CommandError) -> Int32 {
+        let spec = kind == .generic ? CommandFlags.findGeneric : CommandFlags.findInternet
         let opts = try parse(arguments, spec: spec)
         let (file, found) = try firstMatch(kind, opts, wantSecret: opts.has("g") || opts.has("w"))
         let secret = found.secret.map { s in s.withUnsafeBytes { [UInt8]($0) } } ?? []
         if opts.has("w") {
             FileHandle.standardOutput.write(Data(BufferPrinter.passwordForW(secret) + [0x0a]))
+            return 0
+        }
+        if json {
+            Terminal.writeOut(JSONOutput.item(found.item, keychain: file.url, secret: opts.has("g") ? found.secret : nil) + "\n")
             return 0
         }
         Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
@@ -108,7 +112,7 @@ struct ItemCommands {
     }
 
     func delete(_ kind: Kind, _ arguments: [String]) throws(CommandError) -> Int32 {
-        let spec = kind == .generic ? "a:c:C:D:G:j:l:s:" : "a:c:C:d:D:j:l:p:P:r:s:t:"
+        let spec = kind == .generic ? CommandFlags.deleteGeneric : CommandFlags.deleteInternet
         let opts = try parse(arguments, spec: spec)
         guard !opts.options.isEmpty else { throw .usage }
         let (file, found) = try firstMatch(kind, opts, wantSecret: false)

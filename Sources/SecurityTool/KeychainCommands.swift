@@ -8,7 +8,7 @@ struct KeychainCommands {
     let session: Session
 
     func create(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let opts = try parse(arguments, "Pp:")
+        let opts = try parse(arguments, CommandFlags.createKeychain)
         guard !opts.operands.isEmpty else { throw .usage }
         for name in opts.operands {
             let password: SecretBytes?
@@ -45,7 +45,7 @@ struct KeychainCommands {
 
     /// Without the daemon every command starts with its keychain locked; locking checks the keychain exists.
     func lock(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let opts = try parse(arguments, "a")
+        let opts = try parse(arguments, CommandFlags.lockKeychain)
         guard opts.operands.count <= 1, !(opts.has("a") && !opts.operands.isEmpty) else { throw .usage }
         if opts.has("a") { return 0 }
         do { try session.keychain(opts.operands.first).lock() } catch {
@@ -55,7 +55,7 @@ struct KeychainCommands {
     }
 
     func unlock(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let opts = try parse(arguments, "up:")
+        let opts = try parse(arguments, CommandFlags.unlockKeychain)
         guard opts.operands.count <= 1 else { throw .usage }
         let name = opts.operands.first
         do {
@@ -76,7 +76,7 @@ struct KeychainCommands {
     }
 
     func setPassword(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let opts = try parse(arguments, "o:p:")
+        let opts = try parse(arguments, CommandFlags.setPassword)
         guard opts.operands.count <= 1 else { throw .usage }
         let old = opts.value("o").map { SecretBytes(utf8: $0) }
             ?? (Terminal.hasTerminal ? Terminal.readSecret(prompt: "Old Password: ") : Terminal.readSecretFromStandardInput())
@@ -96,7 +96,7 @@ struct KeychainCommands {
     }
 
     func setSettings(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let opts = try parse(arguments, "lut:")
+        let opts = try parse(arguments, CommandFlags.setSettings)
         guard opts.operands.count <= 1 else { throw .usage }
         var interval: Int?
         if let t = opts.value("t") {
@@ -154,12 +154,17 @@ struct KeychainCommands {
         return 0
     }
 
-    func dump(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let opts = try parse(arguments, "adir")
+    func dump(_ arguments: [String], json: Bool = false) throws(CommandError) -> Int32 {
+        let opts = try parse(arguments, CommandFlags.dump)
+        var objects: [String] = []
         do {
             for file in try session.searchList(opts.operands) {
                 if opts.has("d") { try session.unlockIfNeeded(file) }
                 for found in try file.allItems(includingSecrets: opts.has("d")) where found.item.itemClass == .genericPassword || found.item.itemClass == .internetPassword {
+                    if json {
+                        objects.append(JSONOutput.item(found.item, keychain: file.url, secret: found.secret))
+                        continue
+                    }
                     Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
                     if let secret = found.secret {
                         Terminal.writeOut("data:\n\(BufferPrinter.format(secret.withUnsafeBytes { [UInt8]($0) }))\n")
@@ -169,6 +174,7 @@ struct KeychainCommands {
         } catch {
             throw .status(error, api: "SecKeychainItemCopyContent")
         }
+        if json { Terminal.writeOut("[" + objects.joined(separator: ",") + "]\n") }
         return 0
     }
 

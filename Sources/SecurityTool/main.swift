@@ -11,6 +11,8 @@ struct Command {
 }
 
 let session = Session()
+/// `--json` was given to a command that supports it.
+var wantsJSON = false
 let items = ItemCommands(session: session)
 let keychains = KeychainCommands(session: session)
 
@@ -43,8 +45,9 @@ let commands: [Command] = [
             help: "Set password for a keychain.", run: keychains.setPassword),
     Command(name: "show-keychain-info", usage: "[keychain]", help: "Show the settings for keychain.",
             run: keychains.showInfo),
-    Command(name: "dump-keychain", usage: "[-adir] [keychain...]", help: "Dump the contents of one or more keychains.",
-            run: keychains.dump),
+    Command(name: "dump-keychain", usage: "[-adir] [keychain...]", help: "Dump the contents of one or more keychains.") {
+        args throws(CommandError) in try keychains.dump(args, json: wantsJSON)
+    },
     Command(name: "add-generic-password",
             usage: "[-a account] [-s service] [-w password] [options...] [-A|-T appPath] [keychain]",
             help: "Add a generic password item.") { args throws(CommandError) in try items.add(.generic, args) },
@@ -53,10 +56,10 @@ let commands: [Command] = [
             help: "Add an internet password item.") { args throws(CommandError) in try items.add(.internet, args) },
     Command(name: "find-generic-password",
             usage: "[-a account] [-s service] [options...] [-g] [-w] [keychain...]",
-            help: "Find a generic password item.") { args throws(CommandError) in try items.find(.generic, args) },
+            help: "Find a generic password item.") { args throws(CommandError) in try items.find(.generic, args, json: wantsJSON) },
     Command(name: "find-internet-password",
             usage: "[-a account] [-s server] [options...] [-g] [-w] [keychain...]",
-            help: "Find an internet password item.") { args throws(CommandError) in try items.find(.internet, args) },
+            help: "Find an internet password item.") { args throws(CommandError) in try items.find(.internet, args, json: wantsJSON) },
     Command(name: "delete-generic-password", usage: "[-a account] [-s service] [options...] [keychain...]",
             help: "Delete a generic password item.") { args throws(CommandError) in try items.delete(.generic, args) },
     Command(name: "delete-internet-password", usage: "[-a account] [-s server] [options...] [keychain...]",
@@ -98,8 +101,13 @@ func runCommand(_ arguments: [String]) -> Int32 {
         }
         return 0
     }
+    var rest = Array(arguments.dropFirst())
+    if CommandFlags.json.contains(command.name), let index = rest.firstIndex(of: "--json") {
+        rest.remove(at: index)
+        wantsJSON = true
+    }
     do {
-        return try command.run(Array(arguments.dropFirst()))
+        return try command.run(rest)
     } catch {
         switch error {
         case .usage:
@@ -118,6 +126,8 @@ func runCommand(_ arguments: [String]) -> Int32 {
 }
 
 // Global options: -q (quiet) and -v (echo the command); -h prints help. Interactive mode (-i) is not offered.
+// Beyond macOS: `--completions bash|zsh` prints a completion script and `--man` the manual page, both generated from
+// the command table and CommandFlags.
 var arguments = Array(CommandLine.arguments.dropFirst())
 var verbose = false
 while let first = arguments.first, first.hasPrefix("-"), first.count > 1 {
@@ -129,6 +139,17 @@ while let first = arguments.first, first.hasPrefix("-"), first.count > 1 {
     case "-q": break
     case "-v": verbose = true
     case "-l": break
+    case "--completions":
+        let shell = arguments.first ?? "bash"
+        guard let script = Completions.script(for: shell, commands: commands.map { ($0.name, $0.help) }) else {
+            Terminal.writeError("security: no completions for \(shell) (bash, zsh)\n")
+            exit(2)
+        }
+        Terminal.writeOut(script)
+        exit(0)
+    case "--man":
+        Terminal.writeOut(Completions.manPage(commands: commands.map { ($0.name, $0.usage, $0.help) }))
+        exit(0)
     default:
         Terminal.writeError("security: unsupported option \(first)\n")
         exit(2)

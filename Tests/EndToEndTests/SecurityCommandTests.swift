@@ -184,3 +184,41 @@ struct SecurityCommandTests {
         }
     }
 }
+
+@Suite("security: JSON, completions and the manual page")
+struct SecurityExtrasTests {
+    /// The package root, from this file's path.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    @Test("--json prints the item as JSON, with the password only when asked")
+    func json() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try tool.run("add-generic-password", "-a", "alice", "-s", "svc", "-l", "My label", "-w", "s3cret")
+        let plain = try tool.run("find-generic-password", "-a", "alice", "--json")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(plain.stdout.utf8)) as? [String: Any])
+        let attributes = try #require(object["attributes"] as? [String: Any])
+        #expect(object["class"] as? String == "genp")
+        #expect(attributes["acct"] as? String == "alice")
+        #expect(attributes["labl"] as? String == "My label")
+        #expect(object["password"] == nil)
+        let withPassword = try tool.run("find-generic-password", "-a", "alice", "-g", "--json")
+        #expect(withPassword.stdout.contains("\"password\":\"s3cret\""))
+        let dump = try tool.run("dump-keychain", "--json")
+        let array = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [[String: Any]])
+        #expect(array.count == 1)
+        #expect(try tool.run("add-generic-password", "-a", "b", "-s", "s", "--json").status == 2)
+    }
+
+    @Test("the committed man page and completions are what the command generates")
+    func generatedFilesAreCurrent() throws {
+        let tool = Tool()
+        for (arguments, path) in [(["--man"], "docs/security.1"), (["--completions", "bash"], "completions/security.bash"),
+                                  (["--completions", "zsh"], "completions/_security")] {
+            let generated = try tool.run(arguments[0], arguments.count > 1 ? arguments[1] : "")
+            let committed = try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)
+            #expect(generated.stdout == committed, "\(path) is stale: regenerate with security \(arguments.joined(separator: " "))")
+        }
+    }
+}
