@@ -42,5 +42,6 @@ public struct KeychainLocations: Sendable, Hashable {
 
     public var loginKeychain: URL { url(forKeychain: "login") }
     var defaultKeychainFile: URL { configDirectory.appendingPathComponent("default-keychain") }
+    var loginKeychainFile: URL { configDirectory.appendingPathComponent("login-keychain") }
     var searchListFile: URL { configDirectory.appendingPathComponent("search-list") }
 }

@@ -9,14 +9,27 @@ public struct KeychainPreferences: Sendable {
 
     public init(locations: KeychainLocations = .current()) { self.locations = locations }
 
-    /// The default keychain: the configured one, else `login`.
+    /// The default keychain: the configured one, else the login keychain.
     public func defaultKeychain() -> URL {
         if let text = read(locations.defaultKeychainFile)?.trimmingCharacters(in: .whitespacesAndNewlines),
             !text.isEmpty
         {
             return URL(fileURLWithPath: text)
         }
+        return loginKeychain()
+    }
+
+    /// The login keychain: the configured one, else `login` in the keychain directory.
+    public func loginKeychain() -> URL {
+        if let text = read(locations.loginKeychainFile)?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty {
+            return URL(fileURLWithPath: text)
+        }
         return locations.loginKeychain
+    }
+
+    /// Sets (or, with nil, resets to `login`) the login keychain.
+    public func setLoginKeychain(_ url: URL?) throws(KeychainError) {
+        try write(locations.loginKeychainFile, url.map { $0.path + "\n" } ?? "")
     }
 
     /// Sets (or, with nil, resets to `login`) the default keychain.

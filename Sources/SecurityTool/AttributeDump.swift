@@ -34,6 +34,22 @@ enum AttributeDump {
         return out
     }
 
+    /// `dump-keychain -a`. macOS prints the item's legacy ACL entries; an item here is governed by its access group,
+    /// its accessibility and its access-control flags, so those are what is printed.
+    static func access(of item: Item) -> String {
+        var out = "access:\n    access group: \"\(item.accessGroup)\"\n    accessible: \(item.accessibility.rawValue)\n"
+        if let ac = item.accessControl {
+            let names: [(AccessControl.Flags, String)] = [
+                (.userPresence, "userPresence"), (.biometryAny, "biometryAny"), (.biometryCurrentSet, "biometryCurrentSet"),
+                (.devicePasscode, "devicePasscode"), (.companion, "companion"), (.or, "or"), (.and, "and"),
+                (.privateKeyUsage, "privateKeyUsage"), (.applicationPassword, "applicationPassword"),
+            ]
+            let set = names.filter { ac.flags.contains($0.0) }.map(\.1)
+            out += "    access control: \(set.isEmpty ? "none" : set.joined(separator: ", "))\n"
+        }
+        return out
+    }
+
     static func value(_ value: AttributeValue?, format: Format) -> String {
         guard let value else { return "<NULL>" }
         // Our items carry Apple's data-protection defaults ("" for an absent primary-key blob); macOS's file

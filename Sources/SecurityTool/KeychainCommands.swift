@@ -143,13 +143,15 @@ struct KeychainCommands {
         let (set, names) = try parseDomainAndSet(arguments)
         if set {
             guard names.count <= 1 else { throw .usage }
-            if login { return 0 }  // the login keychain is always `login` here
-            do { try session.preferences.setDefaultKeychain(names.first.map { session.locations.url(forKeychain: $0) }) } catch {
-                throw .status(error, api: "SecKeychainSetDefault")
+            let url = names.first.map { session.locations.url(forKeychain: $0) }
+            do {
+                if login { try session.preferences.setLoginKeychain(url) } else { try session.preferences.setDefaultKeychain(url) }
+            } catch {
+                throw .status(error, api: login ? "SecKeychainSetLogin" : "SecKeychainSetDefault")
             }
             return 0
         }
-        let url = login ? session.locations.loginKeychain : session.preferences.defaultKeychain()
+        let url = login ? session.preferences.loginKeychain() : session.preferences.defaultKeychain()
         Terminal.writeOut("    \"\(url.path)\"\n")
         return 0
     }
@@ -166,6 +168,7 @@ struct KeychainCommands {
                         continue
                     }
                     Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
+                    if opts.has("a") { Terminal.writeOut(AttributeDump.access(of: found.item)) }
                     if let secret = found.secret {
                         Terminal.writeOut("data:\n\(BufferPrinter.format(secret.withUnsafeBytes { [UInt8]($0) }))\n")
                     }

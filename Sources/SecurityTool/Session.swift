@@ -22,7 +22,7 @@ final class Session {
         let file: KeychainFile
         if FileManager.default.fileExists(atPath: url.path) {
             file = try KeychainFile.open(at: url, configuration: configuration)
-        } else if nameOrPath == nil && url == locations.loginKeychain {
+        } else if nameOrPath == nil && url == preferences.loginKeychain() {
             file = try createLogin(url)
         } else {
             throw KeychainError(.noSuchKeychain, url.lastPathComponent)

@@ -26,8 +26,18 @@ struct Tool: Sendable {
 
     @discardableResult
     func run(_ arguments: String..., stdin: String? = nil) throws -> Result {
+        try run(program: Self.binary, arguments, stdin: stdin)
+    }
+
+    /// Runs another of the package's executables (the credential helpers) in the same home.
+    @discardableResult
+    func helper(_ name: String, _ arguments: String..., stdin: String? = nil) throws -> Result {
+        try run(program: Self.binary.deletingLastPathComponent().appendingPathComponent(name), arguments, stdin: stdin)
+    }
+
+    func run(program: URL, _ arguments: [String], stdin: String?) throws -> Result {
         let process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = program
         process.arguments = arguments
         process.environment = environment
         let out = Pipe(), err = Pipe(), input = Pipe()
@@ -220,5 +230,60 @@ struct SecurityExtrasTests {
             let committed = try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)
             #expect(generated.stdout == committed, "\(path) is stale: regenerate with security \(arguments.joined(separator: " "))")
         }
+    }
+}
+
+@Suite("Credential helpers and keychain preferences, end to end")
+struct HelperTests {
+    @Test("docker: store, get, list, erase, and docker's not-found text on stdout with exit 1")
+    func docker() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        let store = try tool.helper("docker-credential-keychain", "store",
+                                    stdin: #"{"ServerURL":"https://registry.example.com:5000/v2","Username":"bob","Secret":"tok"}"#)
+        #expect(store.status == 0)
+        let get = try tool.helper("docker-credential-keychain", "get", stdin: "https://registry.example.com:5000/v2\n")
+        #expect(get.status == 0)
+        let creds = try #require(try JSONSerialization.jsonObject(with: Data(get.stdout.utf8)) as? [String: String])
+        #expect(creds["Username"] == "bob")
+        #expect(creds["Secret"] == "tok")
+        // No port or path given: matches any.
+        #expect(try tool.helper("docker-credential-keychain", "get", stdin: "registry.example.com").status == 0)
+        #expect(try tool.helper("docker-credential-keychain", "get", stdin: "https://registry.example.com:6000").status == 1)
+        let list = try tool.helper("docker-credential-keychain", "list")
+        #expect(list.stdout == #"{"https://registry.example.com:5000/v2":"bob"}"# + "\n")
+        #expect(try tool.helper("docker-credential-keychain", "erase", stdin: "https://registry.example.com:5000/v2").status == 0)
+        let missing = try tool.helper("docker-credential-keychain", "get", stdin: "https://registry.example.com:5000/v2")
+        #expect(missing.status == 1)
+        #expect(missing.stdout == "credentials not found in native keychain\n")
+    }
+
+    @Test("git: store keeps password_expiry_utc and oauth_refresh_token; erase needs the matching password")
+    func git() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        let input = "protocol=https\nhost=git.example.com\nusername=alice\npassword=pw\npassword_expiry_utc=9999999999\noauth_refresh_token=refresh\n\n"
+        #expect(try tool.helper("git-credential-keychain", "store", stdin: input).status == 0)
+        let got = try tool.helper("git-credential-keychain", "get", stdin: "protocol=https\nhost=git.example.com\n\n")
+        #expect(got.stdout == "username=alice\npassword=pw\npassword_expiry_utc=9999999999\noauth_refresh_token=refresh\n")
+        try tool.helper("git-credential-keychain", "erase", stdin: "protocol=https\nhost=git.example.com\npassword=other\n\n")
+        #expect(try tool.helper("git-credential-keychain", "get", stdin: "protocol=https\nhost=git.example.com\n\n").stdout.contains("password=pw"))
+        try tool.helper("git-credential-keychain", "erase", stdin: "protocol=https\nhost=git.example.com\nusername=alice\n\n")
+        #expect(try tool.helper("git-credential-keychain", "get", stdin: "protocol=https\nhost=git.example.com\n\n").stdout == "")
+    }
+
+    @Test("login-keychain -s and dump-keychain -a")
+    func loginAndAccess() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try tool.run("create-keychain", "-p", "pw", "other")
+        let path = tool.home.appendingPathComponent("data/keychains/other.keychain-db").path
+        #expect(try tool.run("login-keychain", "-s", "other").status == 0)
+        #expect(try tool.run("login-keychain").stdout == "    \"\(path)\"\n")
+        try tool.run("login-keychain", "-s")
+        #expect(try tool.run("login-keychain").stdout == "    \"\(tool.loginPath)\"\n")
+        try tool.run("add-generic-password", "-a", "a", "-s", "s", "-w", "p")
+        let dump = try tool.run("dump-keychain", "-a", tool.loginPath)
+        #expect(dump.stdout.contains("access:\n    access group: \"security\"\n    accessible: ak\n"))
     }
 }
