@@ -287,3 +287,44 @@ struct HelperTests {
         #expect(dump.stdout.contains("access:\n    access group: \"security\"\n    accessible: ak\n"))
     }
 }
+
+@Suite("security: every item flag")
+struct ItemFlagTests {
+    @Test("generic: -l -D -j -G -c -C -T are stored and printed, and each one finds the item")
+    func genericFlags() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("add-generic-password", "-a", "acc", "-s", "svc", "-l", "Label", "-D", "kind", "-j", "note",
+                             "-G", "gen", "-c", "crea", "-C", "type", "-T", "/usr/bin/git", "-w", "pw").status == 0)
+        let out = try tool.run("find-generic-password", "-l", "Label").stdout
+        for line in ["    0x00000007 <blob>=\"Label\"", "    \"desc\"<blob>=\"kind\"", "    \"icmt\"<blob>=\"note\"",
+                     "    \"gena\"<blob>=\"gen\"", "    \"crtr\"<uint32>=\"crea\"", "    \"type\"<uint32>=\"type\""] {
+            #expect(out.contains(line + "\n"), "\(line)")
+        }
+        for (flag, value) in [("-D", "kind"), ("-j", "note"), ("-G", "gen"), ("-c", "crea"), ("-C", "type")] {
+            #expect(try tool.run("find-generic-password", flag, value, "-w").stdout == "pw\n", "\(flag)")
+        }
+        #expect(try tool.run("find-generic-password", "-D", "other").status == 44)
+        #expect(try tool.run("delete-generic-password", "-j", "note").status == 0)
+    }
+
+    @Test("internet: -d -p -P -r -t are stored and matched")
+    func internetFlags() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("add-internet-password", "-a", "u", "-s", "host", "-d", "DOMAIN", "-p", "/path", "-P", "8080",
+                             "-r", "http", "-t", "form", "-w", "pw").status == 0)
+        let out = try tool.run("find-internet-password", "-s", "host").stdout
+        for line in ["    \"sdmn\"<blob>=\"DOMAIN\"", "    \"path\"<blob>=\"/path\"", "    \"port\"<uint32>=0x00001F90 ",
+                     "    \"ptcl\"<uint32>=\"http\"", "    \"atyp\"<blob>=\"form\""] {
+            #expect(out.contains(line + "\n"), "\(line)")
+        }
+        for (flag, value) in [("-d", "DOMAIN"), ("-p", "/path"), ("-P", "8080"), ("-r", "http"), ("-t", "form")] {
+            #expect(try tool.run("find-internet-password", "-s", "host", flag, value, "-w").stdout == "pw\n", "\(flag)")
+        }
+        #expect(try tool.run("find-internet-password", "-s", "host", "-P", "443").status == 44)
+        #expect(try tool.run("add-internet-password", "-a", "u", "-s", "host", "-d", "DOMAIN", "-p", "/path", "-P", "8080",
+                             "-r", "http", "-t", "form", "-U", "-w", "new").status == 0)
+        #expect(try tool.run("find-internet-password", "-a", "u", "-w").stdout == "new\n")
+    }
+}
