@@ -58,13 +58,14 @@ struct KeychainCommands {
         let opts = try parse(arguments, CommandFlags.unlockKeychain)
         guard opts.operands.count <= 1 else { throw .usage }
         let name = opts.operands.first
-        do {
+        do throws(KeychainError) {
             let file = try session.keychain(name)
             let password: SecretBytes?
             if let given = opts.value("p") {
                 password = SecretBytes(utf8: given)
-            } else if Terminal.hasTerminal {
-                password = Terminal.readSecret(prompt: "password to unlock \(name ?? "default"): ")
+            } else if Terminal.hasTerminal || ProcessInfo.processInfo.environment["KEYCHAIN_PROMPTER"] == "pinentry" {
+                password = try session.askUnlockPassword(label: name ?? "default")
+                if password == nil { throw KeychainError.interactionNotAllowed() }
             } else {
                 password = Terminal.readSecretFromStandardInput()
             }

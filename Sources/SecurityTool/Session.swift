@@ -45,9 +45,29 @@ final class Session {
     /// Asks for the password on the terminal when a locked keychain must be read; without one, it stays locked
     /// and the read fails with errSecInteractionNotAllowed.
     func unlockIfNeeded(_ file: KeychainFile) throws(KeychainError) {
-        guard file.hasPassword, file.isLocked, Terminal.hasTerminal else { return }
-        guard let password = Terminal.readSecret(prompt: "password to unlock \"\(file.url.path)\": ") else { return }
+        guard file.hasPassword, file.isLocked else { return }
+        guard let password = try askUnlockPassword(label: "\"\(file.url.path)\"") else { return }
         try file.unlock(password: password)
+    }
+
+    /// The unlock password: through pinentry when `KEYCHAIN_PROMPTER=pinentry` (or a graphical session without a
+    /// terminal), else on the terminal as macOS asks; nil when nobody can be asked.
+    func askUnlockPassword(label: String) throws(KeychainError) -> SecretBytes? {
+        let environment = ProcessInfo.processInfo.environment
+        let wantsPinentry = environment["KEYCHAIN_PROMPTER"] == "pinentry"
+            || (!Terminal.hasTerminal && environment["KEYCHAIN_PROMPTER"] == nil
+                && (environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil))
+        if wantsPinentry, let prompter = DefaultPrompter.make(environment: environment.merging(["KEYCHAIN_PROMPTER": "pinentry"]) { _, new in new }) {
+            let request = PasswordRequest(kind: .keychainPassword, description: "Enter the password to unlock the keychain \(label).",
+                                          prompt: "Password:")
+            switch prompter.requestPassword(request) {
+            case .entered(let password): return password
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .unavailable: return nil
+            }
+        }
+        guard Terminal.hasTerminal else { return nil }
+        return Terminal.readSecret(prompt: "password to unlock \(label): ")
     }
 
     private func createLogin(_ url: URL) throws(KeychainError) -> KeychainFile {

@@ -328,3 +328,75 @@ struct ItemFlagTests {
         #expect(try tool.run("find-internet-password", "-a", "u", "-w").stdout == "new\n")
     }
 }
+
+/// The real pinentry-curses, driven through tmux as a person would type into it.
+@Suite("pinentry-curses through tmux", .serialized,
+       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
+                && FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-curses")))
+struct PinentryTmuxTests {
+    func tmux(_ arguments: String...) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/tmux")
+        p.arguments = arguments
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+    }
+
+    func capture(_ session: String) throws -> String {
+        let p = Process(), out = Pipe()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/tmux")
+        p.arguments = ["capture-pane", "-p", "-t", session]
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Runs `security unlock-keychain work` in tmux with pinentry-curses, types `keys`, and returns the exit status.
+    func unlock(_ tool: Tool, keys: [String]) throws -> (Int32?, String) {
+        let session = "kc-\(UUID().uuidString.prefix(8))"
+        let exitFile = tool.home.appendingPathComponent("exit-\(session)")
+        let env = tool.environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME"].contains($0.key) }
+            .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let command = "env \(env) KEYCHAIN_PROMPTER=pinentry PINENTRY_PROGRAM=/usr/bin/pinentry-curses "
+            + "\(Tool.binary.path) unlock-keychain work; echo $? > \(exitFile.path); sleep 30"
+        try tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
+        defer { try? tmux("kill-session", "-t", session) }
+        var screen = ""
+        for _ in 0..<50 {
+            usleep(100_000)
+            screen = try capture(session)
+            if screen.contains("Password:") { break }
+        }
+        for key in keys {
+            if key == "Enter" || key == "Escape" || key == "Tab" { try tmux("send-keys", "-t", session, key) } else {
+                try tmux("send-keys", "-t", session, "-l", key)
+            }
+            usleep(200_000)
+        }
+        for _ in 0..<100 {
+            if let text = try? String(contentsOf: exitFile, encoding: .utf8) {
+                return (Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), screen)
+            }
+            usleep(100_000)
+        }
+        return (nil, screen)
+    }
+
+    @Test("the description is shown; the right password unlocks, a wrong one is 51, the Cancel button is 128")
+    func unlockThroughPinentry() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("create-keychain", "-p", "hunter2", "work").status == 0)
+        let (right, screen) = try unlock(tool, keys: ["hunter2", "Enter"])
+        #expect(screen.contains("Enter the password to unlock the keychain work."))
+        #expect(right == 0)
+        let (wrong, _) = try unlock(tool, keys: ["nope", "Enter"])
+        #expect(wrong == 51)
+        let (cancelled, _) = try unlock(tool, keys: ["Tab", "Tab", "Enter"])
+        #expect(cancelled == 128)
+    }
+}

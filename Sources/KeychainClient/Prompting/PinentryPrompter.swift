@@ -1,6 +1,10 @@
 import Foundation
 import KeychainCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Asks through the user's pinentry program, speaking the Assuan protocol: GETPIN for passwords, CONFIRM with three
 /// buttons (Allow, Always Allow, Deny) for decisions. Cancel gives `.cancelled`; a pinentry that cannot start or
 /// show anything gives `.unavailable`, never a hang.
@@ -92,6 +96,8 @@ public struct PinentryPrompter: Prompter {
         let input: FileHandle
         let output: FileHandle
         var buffer: [UInt8] = []
+        /// The terminal handed to pinentry while it is in the foreground there.
+        var terminal: Int32 = -1
 
         init?(program: String, arguments: [String], environment: [String: String]?) {
             let toChild = Pipe(), fromChild = Pipe()
@@ -104,6 +110,16 @@ public struct PinentryPrompter: Prompter {
             input = toChild.fileHandleForWriting
             output = fromChild.fileHandleForReading
             do { try process.run() } catch { return nil }
+            // Process starts the child in a process group of its own; a text pinentry can read the terminal only
+            // as its foreground group, so hand the terminal over (and take it back in close()).
+            if let index = arguments.firstIndex(of: "--ttyname"), index + 1 < arguments.count {
+                let fd = open(arguments[index + 1], O_RDWR | O_NOCTTY | O_CLOEXEC)
+                if fd >= 0, tcgetpgrp(fd) == getpgrp(), tcsetpgrp(fd, process.processIdentifier) == 0 {
+                    terminal = fd
+                } else if fd >= 0 {
+                    Glibc.close(fd)
+                }
+            }
             guard case .ok = readReply() else {  // the greeting
                 close()
                 return nil
@@ -157,6 +173,14 @@ public struct PinentryPrompter: Prompter {
             _ = try? input.write(contentsOf: Data("BYE\n".utf8))
             try? input.close()
             process.waitUntilExit()
+            if terminal >= 0 {
+                // Taking the terminal back from a background group would stop us with SIGTTOU; ignore it meanwhile.
+                let previous = signal(SIGTTOU, SIG_IGN)
+                tcsetpgrp(terminal, getpgrp())
+                signal(SIGTTOU, previous)
+                Glibc.close(terminal)
+                terminal = -1
+            }
             buffer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
         }
     }
@@ -169,15 +193,26 @@ public enum DefaultPrompter {
         switch environment["KEYCHAIN_PROMPTER"] {
         case "none": return nil
         case "terminal": return TerminalPrompter()
-        case "pinentry": return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry")
+        case "pinentry":
+            return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry", arguments: ttyArguments(environment))
         default: break
         }
         if TerminalPrompter.isAvailable { return TerminalPrompter() }
         if environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil,
             PinentryPrompter.Session.lookup(environment["PINENTRY_PROGRAM"] ?? "pinentry") != nil
         {
-            return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry")
+            return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry", arguments: ttyArguments(environment))
         }
         return nil
+    }
+
+    /// pinentry talks Assuan on its standard input and output, so a text pinentry must be told which terminal to
+    /// draw on: `GPG_TTY`, else this process's terminal.
+    static func ttyArguments(_ environment: [String: String]) -> [String] {
+        if let tty = environment["GPG_TTY"], !tty.isEmpty { return ["--ttyname", tty] }
+        for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+            if let name = ttyname(fd) { return ["--ttyname", String(cString: name)] }
+        }
+        return []
     }
 }
