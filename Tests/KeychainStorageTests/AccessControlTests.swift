@@ -148,3 +148,67 @@ struct AccessControlEngineTests {
         #expect(status { _ = try t.file.add(q, caller: t.caller) } == -25308)
     }
 }
+
+/// A sensor for tests: available or not, an enrolment that can change, and a scripted answer.
+final class FakeSensor: Authenticator {
+    let state: Mutex<(available: Bool, enrolment: Data?, answer: AuthenticatorResult, uses: Int)>
+    init(available: Bool = true, enrolment: Data? = Data([1]), answer: AuthenticatorResult = .success) {
+        state = Mutex((available, enrolment, answer, 0))
+    }
+    var isAvailable: Bool { state.withLock { $0.available } }
+    var enrolmentFingerprint: Data? { state.withLock { $0.enrolment } }
+    func authenticate(reason: String) -> AuthenticatorResult {
+        state.withLock {
+            $0.uses += 1
+            return $0.answer
+        }
+    }
+}
+
+@Suite("Biometry through the Authenticator interface")
+struct BiometryTests {
+    func file(sensor: FakeSensor, flags: AccessControl.Flags) throws -> TestFile {
+        let t = try TestFile(password: "pw")
+        t.configuration.authenticator = sensor
+        try t.reopen()
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        _ = try t.file.add(QueryParser.parse([
+            "class": "genp", "acct": "b", "v_Data": .data(Data("bio".utf8)),
+            "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: flags)),
+        ], for: .add), caller: t.caller)
+        return t
+    }
+
+    func read(_ t: TestFile) throws -> String? {
+        var q = try QueryParser.parse(["class": "genp", "acct": "b", "r_Data": true], for: .search)
+        q.authenticationContext = AuthenticationContext(prompter: ScriptedPrompter([]))
+        return try t.file.search(q, caller: t.caller).first?.secret?.unprotectedString()
+    }
+
+    @Test("a sensor satisfies BiometryAny and UserPresence without a password prompt")
+    func sensorSatisfies() throws {
+        let sensor = FakeSensor()
+        #expect(try read(try file(sensor: sensor, flags: [.biometryAny])) == "bio")
+        #expect(try read(try file(sensor: sensor, flags: [.userPresence])) == "bio")
+        #expect(sensor.state.withLock { $0.uses } == 2)
+    }
+
+    @Test("BiometryCurrentSet: readable with the enrolment it was bound to, not after the enrolment changes")
+    func currentSet() throws {
+        let sensor = FakeSensor(enrolment: Data([1, 2, 3]))
+        let t = try file(sensor: sensor, flags: [.biometryCurrentSet])
+        #expect(try read(t) == "bio")
+        sensor.state.withLock { $0.enrolment = Data([9]) }
+        #expect(status { _ = try read(t) } == -25293)
+        // BiometryAny survives the same change.
+        let any = try file(sensor: sensor, flags: [.biometryAny])
+        sensor.state.withLock { $0.enrolment = Data([7]) }
+        #expect(try read(any) == "bio")
+    }
+
+    @Test("a cancelled sensor is errSecUserCanceled; a failed one falls back to nothing for biometry-only items")
+    func cancelAndFail() throws {
+        #expect(status { _ = try read(try file(sensor: FakeSensor(answer: .cancelled), flags: [.biometryAny])) } == -128)
+        #expect(status { _ = try read(try file(sensor: FakeSensor(answer: .failure), flags: [.biometryAny])) } == -25293)
+    }
+}

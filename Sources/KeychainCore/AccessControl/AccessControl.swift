@@ -5,6 +5,8 @@ import Foundation
 public struct AccessControl: Sendable, Hashable {
     public let protection: Accessibility
     public let flags: Flags
+    /// For BiometryCurrentSet: the enrolment the item was bound to when it was stored (set by the engine).
+    public var boundEnrolment: Data?
 
     public struct Flags: OptionSet, Sendable, Hashable {
         public let rawValue: UInt64

@@ -98,3 +98,25 @@ public struct ConfirmationRequest: Sendable {
 public enum ConfirmationResponse: Sendable, Equatable {
     case deny, allow, alwaysAllow, cancelled, unavailable
 }
+
+/// A biometric sensor (Touch ID's place). A plain Linux machine has none: ``NoBiometrics``.
+public protocol Authenticator: Sendable {
+    /// False when there is no sensor or nothing is enrolled.
+    var isAvailable: Bool { get }
+    /// Identifies the enrolled set; it changes when fingers or faces are added or removed.
+    var enrolmentFingerprint: Data? { get }
+    /// Asks the user to authenticate; `reason` is the operation prompt.
+    func authenticate(reason: String) -> AuthenticatorResult
+}
+
+public enum AuthenticatorResult: Sendable, Equatable {
+    case success, failure, cancelled
+}
+
+/// The normal Linux case: no sensor, so biometry-only items behave as on a Mac without Touch ID.
+public struct NoBiometrics: Authenticator {
+    public init() {}
+    public var isAvailable: Bool { false }
+    public var enrolmentFingerprint: Data? { nil }
+    public func authenticate(reason: String) -> AuthenticatorResult { .failure }
+}

@@ -3,7 +3,8 @@ import KeychainCore
 
 /// The plaintext of an item's encrypted metadata: its attributes and access control, in a compact binary form.
 enum ItemCodec {
-    static let version: UInt8 = 1
+    /// 2 adds the bound biometric enrolment after the access-control flags; 1 is still read.
+    static let version: UInt8 = 2
 
     static func encode(_ item: Item) -> [UInt8] {
         var out: [UInt8] = [version]
@@ -11,6 +12,7 @@ enum ItemCodec {
             out.append(1)
             appendString(ac.protection.rawValue, to: &out)
             appendInt(Int64(bitPattern: ac.flags.rawValue), to: &out)
+            appendBytes(Array(ac.boundEnrolment ?? Data()), to: &out)
         } else {
             out.append(0)
         }
@@ -30,12 +32,16 @@ enum ItemCodec {
 
     static func decode(_ bytes: Data, itemClass: ItemClass, uuid: UUID) throws(KeychainError) -> Item {
         var reader = Reader(bytes: [UInt8](bytes))
-        guard let v = reader.byte(), v == version, let hasAC = reader.byte() else { throw .decode("metadata") }
+        guard let v = reader.byte(), v == 1 || v == version, let hasAC = reader.byte() else { throw .decode("metadata") }
         var accessControl: AccessControl?
         if hasAC == 1 {
             guard let prot = reader.string(), let protection = Accessibility(rawValue: prot), let flags = reader.int()
             else { throw .decode("metadata") }
             accessControl = try AccessControl(protection: protection, flags: .init(rawValue: UInt64(bitPattern: flags)))
+            if v >= 2 {
+                guard let bound = reader.blob() else { throw .decode("metadata") }
+                if !bound.isEmpty { accessControl?.boundEnrolment = Data(bound) }
+            }
         }
         guard let count = reader.int(), count >= 0, count < 10_000 else { throw .decode("metadata") }
         var attributes: [String: AttributeValue] = [:]

@@ -17,7 +17,8 @@ extension KeychainFile {
     /// Adds an item (`SecItemAdd`). Returns what was stored, secret included when the query asks for data.
     public func add(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> FoundItem {
         applyAutoLock()
-        let item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
+        var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
+        try bindEnrolment(&item)
         if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
             // Apple remaps the underlying errSecDecode to errSecAuthFailed for akpu without a passcode.
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
@@ -95,7 +96,8 @@ extension KeychainFile {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
                 guard try authorize(item, query, db: db) else { continue }
-                let newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
+                var newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
+                if update.accessControl != nil { try bindEnrolment(&newItem) }
                 let secret = try update.valueData ?? openSecret(row, item: item, query: query)
                 let generation: Int64 = row["gen"]
                 let appPassword = try applicationPasswordForWriting(newItem, query)
@@ -189,33 +191,97 @@ extension KeychainFile {
         }
         // UI Skip leaves out every item that would need authentication, whatever could satisfy it.
         if query.authenticationUI == .skip { return false }
-        let byPassword = constraints.intersection([.userPresence, .devicePasscode])
-        let unavailable = constraints.subtracting(byPassword)
-        if ac.anyConstraintSuffices ? byPassword.isEmpty : !unavailable.isEmpty {
-            throw KeychainError(.authFailed, "biometry and companion devices are not available")
-        }
-        if !hasPassword { throw KeychainError(.authFailed, "the keychain has no password (no passcode set)") }
-        let prompter = try interaction(query)
-        guard let prompter else { return false }
-        var error: String?
-        for _ in 0..<5 {
-            let request = PasswordRequest(
-                kind: .keychainPassword, description: promptText(query, fallback: "An application wants to use a protected keychain item."),
-                prompt: "Keychain password:", error: error)
-            switch prompter.requestPassword(request) {
-            case .cancelled: throw KeychainError(.userCanceled)
-            case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the password")
-            case .entered(let password):
-                do throws(KeychainError) {
-                    try verifyOwner(password: password, db: db)
-                    context?.markOwnerAuthenticated()
-                    return true
-                } catch KeychainStatus.authFailed {
-                    error = "Wrong password, try again."
-                }
+
+        // What can meet each constraint here: biometry needs a sensor (and, for CurrentSet, the enrolment the item
+        // was bound to); the device passcode is the keychain password; user presence is either; no companion.
+        let authenticator = configuration.authenticator
+        let enrolmentIntact = ac.boundEnrolment != nil && authenticator.enrolmentFingerprint == ac.boundEnrolment
+        let individual: [AccessControl.Flags] = [.userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .companion]
+            .filter { constraints.contains($0) }
+        func meetable(_ flag: AccessControl.Flags) -> Bool {
+            switch flag {
+            case .biometryAny: authenticator.isAvailable
+            case .biometryCurrentSet: authenticator.isAvailable && enrolmentIntact
+            case .devicePasscode: hasPassword
+            case .userPresence: authenticator.isAvailable || hasPassword
+            default: false
             }
         }
-        throw KeychainError(.authFailed)
+        let possible = ac.anyConstraintSuffices ? individual.contains(where: meetable) : individual.allSatisfy(meetable)
+        guard possible else {
+            throw KeychainError(.authFailed, hasPassword ? "biometry or a companion device is needed and not available"
+                                                          : "the keychain has no password (no passcode set)")
+        }
+        if query.authenticationUI == .fail || context?.interactionNotAllowed == true {
+            throw KeychainError.interactionNotAllowed("the item needs authentication")
+        }
+
+        var biometryPassed = false
+        var passwordPassed = false
+        func biometry() throws(KeychainError) -> Bool {
+            if biometryPassed { return true }
+            switch authenticator.authenticate(reason: promptText(query, fallback: "Authenticate to use a protected item.")) {
+            case .success: biometryPassed = true
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .failure: break
+            }
+            return biometryPassed
+        }
+        func password() throws(KeychainError) -> Bool {
+            if passwordPassed { return true }
+            guard let prompter = try interaction(query) else { return false }
+            var error: String?
+            for _ in 0..<5 {
+                let request = PasswordRequest(
+                    kind: .keychainPassword,
+                    description: promptText(query, fallback: "An application wants to use a protected keychain item."),
+                    prompt: "Keychain password:", error: error)
+                switch prompter.requestPassword(request) {
+                case .cancelled: throw KeychainError(.userCanceled)
+                case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the password")
+                case .entered(let typed):
+                    do throws(KeychainError) {
+                        try verifyOwner(password: typed, db: db)
+                        passwordPassed = true
+                        return true
+                    } catch KeychainStatus.authFailed {
+                        error = "Wrong password, try again."
+                    }
+                }
+            }
+            throw KeychainError(.authFailed)
+        }
+        func satisfy(_ flag: AccessControl.Flags) throws(KeychainError) -> Bool {
+            switch flag {
+            case .biometryAny, .biometryCurrentSet: return try biometry()
+            case .devicePasscode: return try password()
+            case .userPresence:
+                if authenticator.isAvailable, try biometry() { return true }
+                return hasPassword ? try password() : false
+            default: return false
+            }
+        }
+        if ac.anyConstraintSuffices {
+            for flag in individual where meetable(flag) {
+                if try satisfy(flag) {
+                    context?.markOwnerAuthenticated()
+                    return true
+                }
+            }
+            throw KeychainError(.authFailed)
+        }
+        for flag in individual {
+            guard try satisfy(flag) else { throw KeychainError(.authFailed) }
+        }
+        context?.markOwnerAuthenticated()
+        return true
+    }
+
+    /// Binds a BiometryCurrentSet item to the enrolment current now (nothing enrolled: nothing to bind).
+    private func bindEnrolment(_ item: inout Item) throws(KeychainError) {
+        guard var ac = item.accessControl, ac.flags.contains(.biometryCurrentSet) else { return }
+        ac.boundEnrolment = configuration.authenticator.enrolmentFingerprint
+        item.accessControl = ac
     }
 
     /// The prompter a call may use: nil means leave the item out (UI Skip); no way to ask is an error.

@@ -18,6 +18,8 @@ public final class KeychainFile: Sendable {
         public var logger = Logger(label: "keychain.storage")
         /// Who asks the user when an item demands authentication and the call brings no context of its own.
         public var prompter: (any Prompter)?
+        /// The biometric sensor; none on a plain Linux machine.
+        public var authenticator: any Authenticator = NoBiometrics()
         public init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
     }
 
