@@ -190,3 +190,22 @@ struct StatusTests {
         #expect(SecretBytes(utf8: "a") != SecretBytes(utf8: "b"))
     }
 }
+
+@Suite("The ACL map built from flags (semantics §5.2)")
+struct ACLMapTests {
+    @Test("constraints guard decrypt and ACL changes; encrypt and delete are allowed; PrivateKeyUsage moves them to sign")
+    func map() throws {
+        let up = try AccessControl(protection: .whenUnlocked, flags: [.userPresence])
+        #expect(up.constraint(for: .decrypt) == .requires([.userPresence], anyOf: false))
+        #expect(up.constraint(for: .changeACL) == .requires([.userPresence], anyOf: false))
+        #expect(up.constraint(for: .encrypt) == .allowed)
+        #expect(up.constraint(for: .delete) == .allowed)
+        let or = try AccessControl(protection: .whenUnlocked, flags: [.biometryAny, .devicePasscode, .or])
+        #expect(or.constraint(for: .decrypt) == .requires([.biometryAny, .devicePasscode], anyOf: true))
+        let key = try AccessControl(protection: .whenUnlocked, flags: [.userPresence, .privateKeyUsage])
+        #expect(key.constraint(for: .decrypt) == .allowed)
+        #expect(key.constraint(for: .sign) == .requires([.userPresence], anyOf: false))
+        let none = try AccessControl(protection: .whenUnlocked, flags: [.applicationPassword])
+        for operation in AccessControl.Operation.allCases { #expect(none.constraint(for: operation) == .allowed) }
+    }
+}

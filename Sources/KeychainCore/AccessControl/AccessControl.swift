@@ -44,9 +44,33 @@ public struct AccessControl: Sendable, Hashable {
         self.flags = flags
     }
 
-    /// The constraints reading the item's secret needs (Apple's `od` operation), and how they combine.
+    /// An operation on a protected item (Apple's ACL operation codes, semantics §5.2).
+    public enum Operation: String, Sendable, CaseIterable {
+        case decrypt = "od", encrypt = "oe", delete = "odel", changeACL = "dacl", sign = "osgn"
+    }
+
+    /// What an operation requires.
+    public enum Constraint: Sendable, Hashable {
+        case allowed
+        /// The listed constraints: any one of them (`Or`) or all of them.
+        case requires(Flags, anyOf: Bool)
+    }
+
+    /// The ACL map `SecAccessControlCreateWithFlags` builds from the flags (semantics §5.2): with constraints and no
+    /// PrivateKeyUsage, `od` carries them and `oe`, `odel` are true; with PrivateKeyUsage, signing carries them and
+    /// `odel` is true; with no constraints everything is allowed (`dacl = true`). Changing the ACL goes through an
+    /// update, which decrypts the item first, so it needs what `od` needs.
+    public func constraint(for operation: Operation) -> Constraint {
+        let required = flags.intersection(Self.Flags.constraints)
+        guard !required.isEmpty else { return .allowed }
+        let guarded: Set<Operation> = flags.contains(.privateKeyUsage) ? [.sign] : [.decrypt, .changeACL]
+        return guarded.contains(operation) ? .requires(required, anyOf: flags.contains(.or)) : .allowed
+    }
+
+    /// The constraints reading the item's secret needs (Apple's `od` operation).
     public var readConstraints: Flags {
-        flags.contains(.privateKeyUsage) ? [] : flags.intersection(Self.Flags.constraints)
+        if case .requires(let required, _) = constraint(for: .decrypt) { return required }
+        return []
     }
 
     /// True when any one constraint suffices (`Or`); otherwise all are needed (`And`, or several without either).

@@ -124,7 +124,10 @@ extension KeychainFile {
             for row in rows {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
-                // Access control made from flags allows delete without authentication (Apple's `odel = true`).
+                // The ACL map decides: made from flags, `odel` is true (Apple), so no authentication is asked.
+                if case .requires = item.accessControl?.constraint(for: .delete) {
+                    guard try authorize(item, query, db: db) else { continue }
+                }
                 try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row["rowid"] as Int64])
                 changes.removed.append(contribution(of: row))
                 deleted += 1
