@@ -88,6 +88,29 @@ struct SecItemIdiomTests {
         #expect(SecItemDelete(deleteAll as CFDictionary) == errSecSuccess)
     }
 
+    @Test("Foundation idioms on results: implicitly unwrapped keys, NSDictionary equality, NSString values")
+    func foundationQuirks() throws {
+        let service = "compat-\(UUID().uuidString)"
+        let add: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                                  kSecAttrAccount as String: "iuo", kSecValueData as String: Data("v".utf8)]
+        #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+        var result: AnyObject?
+        let query: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                                    kSecReturnAttributes as String: true, kSecReturnData as String: true]
+        #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+        let nsDictionary = try #require(result as? NSDictionary)
+        let accountKey: String! = kSecAttrAccount as String
+        #expect(nsDictionary[accountKey as Any] as? String == "iuo")
+        #expect((result as? [String: Any])?[accountKey] as? String == "iuo")
+        #expect(nsDictionary[kSecAttrAccount] as? NSString == "iuo")
+        let subset = NSDictionary(dictionary: [kSecAttrAccount as String: "iuo", kSecValueData as String: Data("v".utf8)])
+        let picked = NSDictionary(dictionary: [kSecAttrAccount as String: nsDictionary[kSecAttrAccount as String]!,
+                                               kSecValueData as String: nsDictionary[kSecValueData as String]!])
+        #expect(picked.isEqual(subset))
+        #expect(picked == subset)
+        #expect(SecItemDelete([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service] as CFDictionary) == errSecSuccess)
+    }
+
     @Test("Apple's status codes for bad input")
     func badInput() {
         var result: CFTypeRef?
