@@ -8,10 +8,14 @@ import Testing
 struct PinentryPrompterTests {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pinentry-\(UUID().uuidString)")
 
+    /// The script runs through /bin/sh rather than being executed itself: a file just written can be briefly
+    /// unexecutable (ETXTBSY) while other tests fork processes that inherited its write descriptor.
+    static func prompter(_ script: String) -> PinentryPrompter { PinentryPrompter(program: "/bin/sh", arguments: [script]) }
+
     func peer(getpin: String, confirm: String) throws -> (String, URL) {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let log = dir.appendingPathComponent("log")
-        let script = dir.appendingPathComponent("fake-pinentry")
+        let script = dir.appendingPathComponent("fake-pinentry-\(UUID().uuidString)")
         try """
             #!/bin/sh
             echo "OK Pleased to meet you"
@@ -33,7 +37,7 @@ struct PinentryPrompterTests {
     func getPin() throws {
         let (program, log) = try peer(getpin: "'S status' 'D s3cr%25et%0Apart' 'OK'", confirm: "OK")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let prompter = PinentryPrompter(program: program)
+        let prompter = Self.prompter(program)
         let response = prompter.requestPassword(
             PasswordRequest(kind: .keychainPassword, description: "Unlock 100% of\nit", prompt: "Password:"))
         guard case .entered(let secret) = response else {
@@ -51,7 +55,7 @@ struct PinentryPrompterTests {
     func errors() throws {
         let (cancel, _) = try peer(getpin: "'ERR 83886179 Operation cancelled <Pinentry>'", confirm: "OK")
         defer { try? FileManager.default.removeItem(at: dir) }
-        if case .cancelled = PinentryPrompter(program: cancel).requestPassword(
+        if case .cancelled = Self.prompter(cancel).requestPassword(
             PasswordRequest(kind: .keychainPassword, description: "d", prompt: "p")) {} else { Issue.record("not cancelled") }
         let missing = PinentryPrompter(program: "/nonexistent/pinentry")
         if case .unavailable = missing.requestPassword(PasswordRequest(kind: .keychainPassword, description: "d", prompt: "p")) {
@@ -66,7 +70,7 @@ struct PinentryPrompterTests {
         ]
         for (reply, expected) in cases {
             let (program, log) = try peer(getpin: "OK", confirm: reply)
-            #expect(PinentryPrompter(program: program).requestConfirmation(ConfirmationRequest(description: "git wants to read")) == expected)
+            #expect(Self.prompter(program).requestConfirmation(ConfirmationRequest(description: "git wants to read")) == expected)
             let sent = try String(contentsOf: log, encoding: .utf8)
             #expect(sent.contains("SETOK Allow\nSETNOTOK Always Allow\nSETCANCEL Deny\nCONFIRM\n"))
             try? FileManager.default.removeItem(at: log)

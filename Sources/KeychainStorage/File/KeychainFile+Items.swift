@@ -233,26 +233,17 @@ extension KeychainFile {
         func password() throws(KeychainError) -> Bool {
             if passwordPassed { return true }
             guard let prompter = try interaction(query) else { return false }
-            var error: String?
-            for _ in 0..<5 {
-                let request = PasswordRequest(
-                    kind: .keychainPassword,
-                    description: promptText(query, fallback: "An application wants to use a protected keychain item."),
-                    prompt: "Keychain password:", error: error)
-                switch prompter.requestPassword(request) {
-                case .cancelled: throw KeychainError(.userCanceled)
-                case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the password")
-                case .entered(let typed):
-                    do throws(KeychainError) {
-                        try verifyOwner(password: typed, db: db)
-                        passwordPassed = true
-                        return true
-                    } catch KeychainStatus.authFailed {
-                        error = "Wrong password, try again."
-                    }
+            _ = try ask(prompter, kind: .keychainPassword, query: query,
+                    fallback: "An application wants to use a protected keychain item.") { typed throws(KeychainError) in
+                do throws(KeychainError) {
+                    try verifyOwner(password: typed, db: db)
+                    return true
+                } catch KeychainStatus.authFailed {
+                    return nil
                 }
             }
-            throw KeychainError(.authFailed)
+            passwordPassed = true
+            return true
         }
         func satisfy(_ flag: AccessControl.Flags) throws(KeychainError) -> Bool {
             switch flag {
@@ -523,20 +514,28 @@ extension KeychainFile {
             context?.setApplicationPassword(nil)
         }
         guard let query, let prompter = try interaction(query) else { throw KeychainError.interactionNotAllowed() }
+        return try ask(prompter, kind: .applicationPassword, query: query,
+                       fallback: "An application wants to use an item protected by its own password.") { typed in
+            guard let key = try? ApplicationPasswordLayer.unwrap(inner, password: typed, aad: aad) else { return nil }
+            context?.setApplicationPassword(typed)
+            return key
+        }
+    }
+
+    /// Asks for a password up to five times; `check` returns nil for a wrong one. Cancel is errSecUserCanceled, no
+    /// way to ask errSecInteractionNotAllowed, five wrong answers errSecAuthFailed (and nothing lasting).
+    private func ask<T>(_ prompter: any Prompter, kind: PasswordRequest.Kind, query: ItemQuery, fallback: String,
+                        check: (SecretBytes) throws(KeychainError) -> T?) throws(KeychainError) -> T {
         var error: String?
         for _ in 0..<5 {
             let request = PasswordRequest(
-                kind: .applicationPassword,
-                description: promptText(query, fallback: "An application wants to use an item protected by its own password."),
-                prompt: "Application password:", error: error)
+                kind: kind, description: promptText(query, fallback: fallback),
+                prompt: kind == .keychainPassword ? "Keychain password:" : "Application password:", error: error)
             switch prompter.requestPassword(request) {
             case .cancelled: throw KeychainError(.userCanceled)
-            case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the application password")
-            case .entered(let password):
-                if let key = try? ApplicationPasswordLayer.unwrap(inner, password: password, aad: aad) {
-                    context?.setApplicationPassword(password)
-                    return key
-                }
+            case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask for the password")
+            case .entered(let typed):
+                if let value = try check(typed) { return value }
                 error = "Wrong password, try again."
             }
         }
