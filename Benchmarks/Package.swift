@@ -16,9 +16,19 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
+        // The store both executables read, built once per size.
+        .target(
+            name: "BenchmarkFixtures",
+            dependencies: [
+                .product(name: "KeychainStorage", package: root),
+                .product(name: "KeychainCore", package: root),
+            ],
+            path: "Sources/BenchmarkFixtures"
+        ),
         .executableTarget(
             name: "StorageBenchmarks",
             dependencies: [
+                "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "KeychainStorage", package: root),
                 .product(name: "KeychainCore", package: root),
@@ -30,6 +40,7 @@ let package = Package(
         .executableTarget(
             name: "MemoryProbe",
             dependencies: [
+                "BenchmarkFixtures",
                 .product(name: "KeychainStorage", package: root),
                 .product(name: "KeychainCore", package: root),
             ],

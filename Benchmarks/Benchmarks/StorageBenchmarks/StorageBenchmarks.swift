@@ -1,4 +1,5 @@
 import Benchmark
+import BenchmarkFixtures
 import Foundation
 import GRDB
 import KeychainCore
@@ -141,32 +142,20 @@ let benchmarks: @Sendable () -> Void = {
 
 /// Builds and caches the stores the benchmarks read.
 enum Stores {
-    static let caller = Caller(accessGroups: ["bench"])
-    static let password = SecretBytes(utf8: "benchmark password")
+    static let caller = BenchmarkStore.caller
+    static let password = BenchmarkStore.password
     static let counter = Atomic<Int>(0)
-    static let root = FileManager.default.temporaryDirectory.appendingPathComponent("swift-keychain-benchmarks")
+    static let root = BenchmarkStore.root
     private static let opened = Mutex<[String: KeychainFile]>([:])
     private static let pools = Mutex<[String: DatabasePool]>([:])
 
-    static func configuration() -> KeychainFile.Configuration {
-        KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
-    }
+    static func configuration() -> KeychainFile.Configuration { BenchmarkStore.configuration() }
 
     /// A keychain with `size` generic passwords (service "bench", accounts account-0...), unlocked.
     static func keychain(_ size: Int, copy: String? = nil) throws -> KeychainFile {
         let key = "\(size)-\(copy ?? "base")"
         if let file = opened.withLock({ $0[key] }) { return file }
-        let base = root.appendingPathComponent("keychain-\(size).keychain-db")
-        if !FileManager.default.fileExists(atPath: base.path) {
-            let file = try KeychainFile.create(at: base, password: password, settings: .never, configuration: configuration())
-            for start in stride(from: 0, to: size, by: 10_000) {
-                try file.addAll((start..<min(size, start + 10_000)).map { i in
-                    try QueryParser.parse(
-                        ["class": "genp", "svce": "bench", "acct": .string("account-\(i)"), "labl": .string("label \(i)"),
-                         "v_Data": .data(Data("password-\(i)".utf8))], for: .add)
-                }, caller: caller)
-            }
-        }
+        let base = try BenchmarkStore.url(size: size)
         var url = base
         var config = configuration()
         if let copy {

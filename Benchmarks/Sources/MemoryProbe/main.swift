@@ -1,3 +1,4 @@
+import BenchmarkFixtures
 import Foundation
 import KeychainCore
 import KeychainStorage
@@ -15,22 +16,10 @@ func status(_ field: String) -> String {
 }
 
 let size = Int(CommandLine.arguments.dropFirst().first ?? "100000") ?? 100_000
-let root = FileManager.default.temporaryDirectory.appendingPathComponent("swift-keychain-benchmarks")
-let url = root.appendingPathComponent("keychain-\(size).keychain-db")
-let configuration = KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
-let password = SecretBytes(utf8: "benchmark password")
-let caller = Caller(accessGroups: ["bench"])
-
-if !FileManager.default.fileExists(atPath: url.path) {
-    let file = try KeychainFile.create(at: url, password: password, settings: .never, configuration: configuration)
-    for start in stride(from: 0, to: size, by: 10_000) {
-        try file.addAll((start..<min(size, start + 10_000)).map { i in
-            try QueryParser.parse(
-                ["class": "genp", "svce": "bench", "acct": .string("account-\(i)"), "labl": .string("label \(i)"),
-                 "v_Data": .data(Data("password-\(i)".utf8))], for: .add)
-        }, caller: caller)
-    }
-}
+let url = try BenchmarkStore.url(size: size)
+let configuration = BenchmarkStore.configuration()
+let password = BenchmarkStore.password
+let caller = BenchmarkStore.caller
 print("before open: VmRSS \(status("VmRSS"))")
 let start = Date()
 let file = try KeychainFile.open(at: url, configuration: configuration)
