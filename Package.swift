@@ -105,7 +105,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: [],
+            dependencies: ["KeychainClient"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainClient
 import Testing
 
 #if canImport(Glibc)
@@ -48,17 +49,12 @@ struct ReliabilityTests {
         var unacknowledged: [String] = []
         for round in 0..<rounds {
             let account = "kill-\(round)"
-            let process = Process()
-            process.executableURL = Tool.binary
-            process.arguments = ["add-generic-password", "-a", account, "-s", "crash", "-w", "secret-\(round)"]
-            process.environment = tool.environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let writer = try ChildProcess.spawn(
+                Tool.binary.path, arguments: ["add-generic-password", "-a", account, "-s", "crash", "-w", "secret-\(round)"],
+                environment: tool.environment)
             usleep(UInt32.random(in: 0...60_000, using: &generator))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            if process.terminationReason == .exit && process.terminationStatus == 0 {
+            writer.send(SIGKILL)
+            if writer.wait() == .exited(0) {
                 acknowledged.append(account)
             } else {
                 killed += 1

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainClient
 import Testing
 
 /// Runs the built `security` executable in a temporary XDG home, as a user would.
@@ -36,22 +37,14 @@ struct Tool: Sendable {
     }
 
     func run(program: URL, _ arguments: [String], stdin: String?) throws -> Result {
-        let process = Process()
-        process.executableURL = program
-        process.arguments = arguments
-        process.environment = environment
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-                      stderr: String(decoding: e, as: UTF8.self))
+        let output = try ChildProcess.run(program.path, arguments: arguments, environment: environment,
+                                          input: Data((stdin ?? "").utf8))
+        let status: Int32 = switch output.termination {
+        case .exited(let code): code
+        case .signalled(let signal): 128 + signal
+        }
+        return Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                      stderr: String(decoding: output.stderr, as: UTF8.self))
     }
 
     var environment: [String: String] {
@@ -334,26 +327,12 @@ struct ItemFlagTests {
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
                 && FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-curses")))
 struct PinentryTmuxTests {
-    func tmux(_ arguments: String...) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/tmux")
-        p.arguments = arguments
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
+    @discardableResult
+    func tmux(_ arguments: String...) throws -> String {
+        String(decoding: try ChildProcess.run("/usr/bin/tmux", arguments: arguments).stdout, as: UTF8.self)
     }
 
-    func capture(_ session: String) throws -> String {
-        let p = Process(), out = Pipe()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/tmux")
-        p.arguments = ["capture-pane", "-p", "-t", session]
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
+    func capture(_ session: String) throws -> String { try tmux("capture-pane", "-p", "-t", session) }
 
     /// Runs `security unlock-keychain work` in tmux with pinentry-curses, types `keys`, and returns the exit status.
     func unlock(_ tool: Tool, keys: [String]) throws -> (Int32?, String) {
@@ -364,7 +343,7 @@ struct PinentryTmuxTests {
         let command = "env \(env) KEYCHAIN_PROMPTER=pinentry PINENTRY_PROGRAM=/usr/bin/pinentry-curses "
             + "\(Tool.binary.path) unlock-keychain work; echo $? > \(exitFile.path); sleep 30"
         try tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
-        defer { try? tmux("kill-session", "-t", session) }
+        defer { _ = try? tmux("kill-session", "-t", session) }
         var screen = ""
         for _ in 0..<50 {
             usleep(100_000)

@@ -90,36 +90,23 @@ public struct PinentryPrompter: Prompter {
         case broken
     }
 
-    /// One pinentry process and its pipes.
+    /// One pinentry process, spoken to over one socket pair that is its standard input and output.
     final class Session {
-        let process = Process()
-        let input: FileHandle
-        let output: FileHandle
+        let child: ChildProcess
+        /// Our end of the socket pair (the child's end is its fd 0 and 1).
+        var channel: ChildPipe
         var buffer: [UInt8] = []
-        /// The terminal handed to pinentry while it is in the foreground there.
-        var terminal: Int32 = -1
 
         init?(program: String, arguments: [String], environment: [String: String]?) {
-            let toChild = Pipe(), fromChild = Pipe()
-            process.executableURL = URL(fileURLWithPath: program.hasPrefix("/") ? program : Self.lookup(program) ?? program)
-            process.arguments = arguments
-            if let environment { process.environment = environment }
-            process.standardInput = toChild
-            process.standardOutput = fromChild
-            process.standardError = FileHandle.nullDevice
-            input = toChild.fileHandleForWriting
-            output = fromChild.fileHandleForReading
-            do { try process.run() } catch { return nil }
-            // Process starts the child in a process group of its own; a text pinentry can read the terminal only
-            // as its foreground group, so hand the terminal over (and take it back in close()).
-            if let index = arguments.firstIndex(of: "--ttyname"), index + 1 < arguments.count {
-                let fd = open(arguments[index + 1], O_RDWR | O_NOCTTY | O_CLOEXEC)
-                if fd >= 0, tcgetpgrp(fd) == getpgrp(), tcsetpgrp(fd, process.processIdentifier) == 0 {
-                    terminal = fd
-                } else if fd >= 0 {
-                    Glibc.close(fd)
-                }
-            }
+            guard let executable = program.hasPrefix("/") ? program : Self.lookup(program),
+                var channel = try? ChildPipe(),
+                let child = try? ChildProcess.spawn(executable, arguments: arguments, environment: environment,
+                                                    stdin: channel.childEnd, stdout: channel.childEnd)
+            else { return nil }
+            channel.closeChildEnd()
+            self.channel = channel
+            self.child = child
+            // The child stays in our process group, so a text pinentry reads the terminal as we would.
             guard case .ok = readReply() else {  // the greeting
                 close()
                 return nil
@@ -136,7 +123,7 @@ public struct PinentryPrompter: Prompter {
         }
 
         func send(_ command: String) -> Reply {
-            do { try input.write(contentsOf: Data((command + "\n").utf8)) } catch { return .broken }
+            guard channel.send((command + "\n").utf8) else { return .broken }
             return readReply()
         }
 
@@ -163,24 +150,19 @@ public struct PinentryPrompter: Prompter {
                     buffer.removeSubrange(...newline)
                     return line
                 }
-                let chunk = output.availableData
-                if chunk.isEmpty { return nil }
-                buffer += chunk
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                let n = chunk.withUnsafeMutableBytes { read(channel.ourEnd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return nil }
+                buffer += chunk[..<n]
+                chunk.withUnsafeMutableBytes { wipe($0.baseAddress!, $0.count) }
             }
         }
 
         func close() {
-            _ = try? input.write(contentsOf: Data("BYE\n".utf8))
-            try? input.close()
-            process.waitUntilExit()
-            if terminal >= 0 {
-                // Taking the terminal back from a background group would stop us with SIGTTOU; ignore it meanwhile.
-                let previous = signal(SIGTTOU, SIG_IGN)
-                tcsetpgrp(terminal, getpgrp())
-                signal(SIGTTOU, previous)
-                Glibc.close(terminal)
-                terminal = -1
-            }
+            _ = channel.send("BYE\n".utf8)
+            channel.closeOurEnd()
+            _ = child.wait()
             buffer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
         }
     }
