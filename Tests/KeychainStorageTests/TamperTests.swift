@@ -107,6 +107,95 @@ struct TamperTests {
         #expect(status { try t.reopen() } == -26275)
     }
 
+    @Test("a NULL or mistyped value in any column is an error, not a crash", arguments: [
+        "UPDATE kc_meta SET kdf_n = NULL", "UPDATE kc_meta SET format = 'one'", "UPDATE kc_meta SET db_uuid = 7",
+        "UPDATE kc_meta SET manifest_mac = NULL", "UPDATE kc_meta SET epoch = x'00'", "UPDATE kc_meta SET lock_interval = NULL",
+        "UPDATE keybag SET blob = NULL WHERE rowid = 1", "UPDATE keybag SET key_gen = 'g'",
+        "UPDATE keybag SET class = 5 WHERE rowid = 1", "UPDATE items SET gen = NULL WHERE rowid = 1",
+        "UPDATE items SET uuid = 'text' WHERE rowid = 1", "UPDATE items SET meta = 12",
+        "UPDATE items SET wrapped_key = NULL WHERE rowid = 1", "UPDATE items SET class = NULL WHERE rowid = 1",
+        "UPDATE items SET primary_index = 1.5 WHERE rowid = 1",
+    ])
+    func mistypedColumns(sql: String) throws {
+        let t = try twoItems()
+        // What a byte editor can do: first drop the NOT NULL constraints that would stop the same edit in SQL.
+        try tamper(t) { db in
+            try db.execute(sql: "PRAGMA writable_schema = ON")
+            try db.execute(sql: "UPDATE sqlite_schema SET sql = replace(sql, 'NOT NULL', '') WHERE type = 'table'")
+        }
+        try tamper(t) { db in try db.execute(sql: sql) }
+        let s = status {
+            try t.reopen()
+            try t.file.unlock(password: SecretBytes(utf8: "pw"))
+            _ = try t.file.settings()
+            for account in ["a", "b"] {
+                if let value = try t.secret(account) { #expect(value == "secret-\(account)") }
+            }
+        }
+        #expect(s != 0, "\(sql) went unnoticed")
+    }
+
+    /// Copies the keychain as it is on disk this instant, with its WAL and its own device state, to a fresh folder.
+    func snapshot(_ t: TestFile, into folder: URL) throws -> (URL, KeychainFile.Configuration) {
+        let fm = FileManager.default
+        try fm.createDirectory(at: folder, withIntermediateDirectories: true)
+        let url = folder.appendingPathComponent("copy.keychain-db")
+        try fm.copyItem(at: t.url, to: url)
+        if fm.fileExists(atPath: t.url.path + "-wal") { try fm.copyItem(atPath: t.url.path + "-wal", toPath: url.path + "-wal") }
+        var configuration = t.configuration
+        configuration.stateDirectory = folder.appendingPathComponent("state")
+        try fm.copyItem(at: t.configuration.stateDirectory, to: configuration.stateDirectory)
+        return (url, configuration)
+    }
+
+    @Test("random byte flips and truncations of the database and its WAL: the right data or an error, never other data")
+    func randomDamage() throws {
+        let rounds = Int(ProcessInfo.processInfo.environment["KEYCHAIN_TAMPER_ROUNDS"] ?? "") ?? 40
+        let t = try TestFile(password: "pw")
+        var expected: [String: String] = [:]
+        for i in 0..<16 {
+            let secret = "secret-\(i)-" + String(repeating: "x", count: i * 37)
+            expected["acct-\(i)"] = secret
+            try t.add(["class": "genp", "acct": .string("acct-\(i)"), "svce": "svc", "v_Data": .data(Data(secret.utf8))])
+        }
+        #expect(((try? FileManager.default.attributesOfItem(atPath: t.url.path + "-wal")[.size]) as? Int ?? 0) > 0)
+        var generator = SystemRandomNumberGenerator()
+        var outcomes: [String: Int] = [:]
+        for round in 0..<rounds {
+            let (url, configuration) = try snapshot(t, into: t.root.appendingPathComponent("trial-\(round)"))
+            let target = Bool.random(using: &generator) ? url.path : url.path + "-wal"
+            var bytes = fileBytes(target)
+            guard !bytes.isEmpty else { continue }
+            let damage: String
+            if Bool.random(using: &generator) {
+                bytes.removeLast(Int.random(in: 1...bytes.count, using: &generator))
+                damage = "truncate"
+            } else {
+                for _ in 0..<Int.random(in: 1...8, using: &generator) {
+                    bytes[Int.random(in: 0..<bytes.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator)
+                }
+                damage = "flip"
+            }
+            try Data(bytes).write(to: URL(fileURLWithPath: target))
+            var readable = 0
+            let s = status {
+                let file = try KeychainFile.open(at: url, configuration: configuration)
+                try file.unlock(password: SecretBytes(utf8: "pw"))
+                let all = try file.search(
+                    QueryParser.parse(["class": "genp", "m_Limit": "m_LimitAll", "r_Attributes": true, "r_Data": true],
+                                      for: .search), caller: t.caller)
+                for found in all {
+                    let account = found.item.attributes["acct"]?.stringValue ?? "?"
+                    // Never another item's data, nor data under a name that was never stored.
+                    #expect(found.secret?.unprotectedString() == expected[account], "round \(round): \(account)")
+                    readable += 1
+                }
+            }
+            outcomes["\(damage) \(target.hasSuffix("-wal") ? "wal" : "db"): \(s == 0 ? "opened, \(readable == 16 ? "all" : "some") items" : "error \(s)")", default: 0] += 1
+        }
+        print("random damage over \(rounds) rounds:", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: "; "))
+    }
+
     @Test("weakening the KDF parameters or changing the salt makes the password fail, not the KDF run weaker")
     func kdfDowngrade() throws {
         let t = try twoItems()

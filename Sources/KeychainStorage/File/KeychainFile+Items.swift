@@ -99,11 +99,11 @@ extension KeychainFile {
                 var newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
                 if update.accessControl != nil { try bindEnrolment(&newItem) }
                 let secret = try update.valueData ?? openSecret(row, item: item, query: query)
-                let generation: Int64 = row["gen"]
+                let generation: Int64 = try row.required("gen")
                 let appPassword = try applicationPasswordForWriting(newItem, query)
                 let sealed = try seal(newItem, secret: secret, generation: generation + 1, applicationPassword: appPassword)
-                changes.removed.append(contribution(of: row))
-                try replace(rowID: row["rowid"], with: sealed, db: db, changes: &changes)
+                changes.removed.append(try contribution(of: row))
+                try replace(rowID: try row.required("rowid"), with: sealed, db: db, changes: &changes)
                 updated += 1
             }
             if updated == 0 { throw KeychainError.itemNotFound() }
@@ -128,8 +128,8 @@ extension KeychainFile {
                 if case .requires = item.accessControl?.constraint(for: .delete) {
                     guard try authorize(item, query, db: db) else { continue }
                 }
-                try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row["rowid"] as Int64])
-                changes.removed.append(contribution(of: row))
+                try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [try row.required("rowid", as: Int64.self)])
+                changes.removed.append(try contribution(of: row))
                 deleted += 1
             }
             if deleted == 0 { throw KeychainError.itemNotFound() }
@@ -146,7 +146,7 @@ extension KeychainFile {
             var out: [FoundItem] = []
             let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM items ORDER BY rowid")
             while let row = try cursor.next() {
-                guard let cls = Accessibility(rawValue: row["class"]), classKey(cls) != nil else { continue }
+                guard let cls = Accessibility(rawValue: try row.required("class")), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
                 var secret: SecretBytes?
                 if includingSecrets && item.accessControl == nil { secret = try openSecret(row, item: item, query: nil) }
@@ -346,10 +346,10 @@ extension KeychainFile {
                 primaryIndex: s.primaryIndex, key: deviceKeys.manifestKey))
     }
 
-    private func contribution(of row: Row) -> [UInt8] {
+    private func contribution(of row: Row) throws(KeychainError) -> [UInt8] {
         Manifest.contribution(
-            uuid: row["uuid"], kind: row["kind"], accessibility: row["class"], sync: row["sync"],
-            generation: row["gen"], primaryIndex: row["primary_index"], key: deviceKeys.manifestKey)
+            uuid: try row.required("uuid"), kind: try row.required("kind"), accessibility: try row.required("class"), sync: try row.required("sync"),
+            generation: try row.required("gen"), primaryIndex: try row.required("primary_index"), key: deviceKeys.manifestKey)
     }
 
     func classKey(_ cls: Accessibility) -> (SymmetricKey, SymmetricKey)? {
@@ -456,11 +456,11 @@ extension KeychainFile {
     /// Decrypts a row's metadata; its class key must be available.
     func openMeta(_ row: Row) throws(KeychainError) -> (Item, Accessibility) {
         let header = self.header.withLock { $0 }
-        guard let clsCode = row["class"] as String?, let cls = Accessibility(rawValue: clsCode),
-            let kindCode = row["kind"] as String?, let itemClass = ItemClass(rawValue: kindCode),
-            let uuidBytes = row["uuid"] as Data?, let sync = row["sync"] as Int64?, let gen = row["gen"] as Int64?,
-            let meta = row["meta"] as Data?, row["wrapped_key"] as Data? != nil, row["secret"] as Data? != nil,
-            row["primary_index"] as Data? != nil
+        guard let clsCode = row.optional("class", as: String.self), let cls = Accessibility(rawValue: clsCode),
+            let kindCode = row.optional("kind", as: String.self), let itemClass = ItemClass(rawValue: kindCode),
+            let uuidBytes = row.optional("uuid", as: Data.self), let sync = row.optional("sync", as: Int64.self), let gen = row.optional("gen", as: Int64.self),
+            let meta = row.optional("meta", as: Data.self), row.optional("wrapped_key", as: Data.self) != nil, row.optional("secret", as: Data.self) != nil,
+            row.optional("primary_index", as: Data.self) != nil
         else { throw KeychainError.decode("row") }
         guard let (_, metaKey) = classKey(cls) else { throw lockedError(cls) }
         var aad = AAD("kc1/meta")
@@ -483,23 +483,23 @@ extension KeychainFile {
         let header = self.header.withLock { $0 }
         let cls = item.accessibility
         guard let (classKey, _) = classKey(cls) else { throw lockedError(cls) }
-        let uuidBytes: Data = row["uuid"]
-        let generation: Int64 = row["gen"]
+        let uuidBytes: Data = try row.required("uuid")
+        let generation: Int64 = try row.required("gen")
         let rawKey = try Sealing.open(
-            row["wrapped_key"], key: classKey,
+            try row.required("wrapped_key"), key: classKey,
             aad: itemKeyAAD(header: header, uuid: uuidBytes, cls: cls, generation: generation,
-                            primaryIndex: row["primary_index"]))
+                            primaryIndex: try row.required("primary_index")))
         var keyData = rawKey
         if item.accessControl?.needsApplicationPassword == true {
             keyData = try unwrapApplicationLayer(rawKey, item: item, query: query, header: header, uuid: uuidBytes,
                                                  generation: generation)
         }
         let itemKey = SymmetricKey(data: keyData)
-        let meta: Data = row["meta"]
+        let meta: Data = try row.required("meta")
         var aad = AAD("kc1/sec")
         aad.append(header.dbUUID); aad.append(uuidBytes); aad.append(item.itemClass.rawValue)
         aad.append(cls.rawValue); aad.append(generation); aad.append(Data(SHA256.hash(data: meta)))
-        var padded = try Sealing.open(row["secret"], key: itemKey, aad: aad.bytes)
+        var padded = try Sealing.open(try row.required("secret"), key: itemKey, aad: aad.bytes)
         return try SecretPadding.unpad(&padded)
     }
 

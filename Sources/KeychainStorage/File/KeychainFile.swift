@@ -155,15 +155,15 @@ public final class KeychainFile: Sendable {
                 guard try db.tableExists("kc_meta"), let row = try Row.fetchOne(db, sql: "SELECT * FROM kc_meta") else {
                     throw KeychainError(.invalidKeychain, "not a keychain file")
                 }
-                let format: Int = row["format"]
+                let format: Int = try row.required("format")
                 guard format == FileSchema.formatVersion else {
                     throw KeychainError(.wrongSecVersion, "format \(format)")
                 }
                 return FileHeader(
-                    dbUUID: try uuid(row["db_uuid"]), dbSalt: row["db_salt"], passwordSalt: row["pw_salt"],
-                    hasPassword: row["has_password"],
-                    kdf: KDFParameters(id: row["kdf_id"], n: row["kdf_n"], r: row["kdf_r"], p: row["kdf_p"]),
-                    keybagGeneration: row["keybag_gen"])
+                    dbUUID: try uuid(try row.required("db_uuid")), dbSalt: try row.required("db_salt"), passwordSalt: try row.required("pw_salt"),
+                    hasPassword: try row.required("has_password"),
+                    kdf: KDFParameters(id: try row.required("kdf_id"), n: try row.required("kdf_n"), r: try row.required("kdf_r"), p: try row.required("kdf_p")),
+                    keybagGeneration: try row.required("keybag_gen"))
             }
         } catch let error as KeychainError {
             throw error
@@ -210,9 +210,11 @@ public final class KeychainFile: Sendable {
     public func settings() throws(KeychainError) -> Settings {
         if let cached = cachedSettings.withLock({ $0 }) { return cached }
         let settings = try read { db in
-            let row = try Row.fetchOne(db, sql: "SELECT lock_interval, lock_on_sleep FROM kc_meta")!
-            let interval: Int = row["lock_interval"]
-            return Settings(lockInterval: interval >= Int(Int32.max) ? nil : interval, lockOnSleep: row["lock_on_sleep"])
+            guard let row = try Row.fetchOne(db, sql: "SELECT lock_interval, lock_on_sleep FROM kc_meta") else {
+                throw KeychainError(.invalidKeychain)
+            }
+            let interval: Int = try row.required("lock_interval")
+            return Settings(lockInterval: interval >= Int(Int32.max) ? nil : interval, lockOnSleep: try row.required("lock_on_sleep"))
         }
         cachedSettings.withLock { $0 = settings }
         return settings
@@ -326,8 +328,8 @@ public final class KeychainFile: Sendable {
             for row in rows {
                 changes.removed.append(
                     Manifest.contribution(
-                        uuid: row["uuid"], kind: row["kind"], accessibility: row["class"], sync: row["sync"],
-                        generation: row["gen"], primaryIndex: row["primary_index"], key: deviceKeys.manifestKey))
+                        uuid: try row.required("uuid"), kind: try row.required("kind"), accessibility: try row.required("class"), sync: try row.required("sync"),
+                        generation: try row.required("gen"), primaryIndex: try row.required("primary_index"), key: deviceKeys.manifestKey))
             }
             try db.execute(sql: "DELETE FROM items WHERE class = 'akpu'")
             return rows.count
@@ -381,12 +383,12 @@ public final class KeychainFile: Sendable {
         }
         var unwrapped: [Accessibility: SymmetricKey] = [:]
         for row in rows {
-            guard let cls = Accessibility(rawValue: row["class"]) else { throw KeychainError.decode("keybag") }
-            let wrap: String = row["wrap"]
+            guard let cls = Accessibility(rawValue: try row.required("class")) else { throw KeychainError.decode("keybag") }
+            let wrap: String = try row.required("wrap")
             guard wrap == (KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw") else { throw KeychainError.decode("keybag") }
             let key = wrap == "dev" ? deviceKeys.deviceKEK : kek
             let raw = try Sealing.open(
-                row["blob"], key: key, aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: row["key_gen"], header: header))
+                try row.required("blob"), key: key, aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: try row.required("key_gen"), header: header))
             unwrapped[cls] = SymmetricKey(data: raw)
         }
         keys.withLock { keys in
@@ -402,12 +404,12 @@ public final class KeychainFile: Sendable {
         let header = self.header.withLock { $0 }
         let rows = try read { db in try Row.fetchAll(db, sql: "SELECT class, key_gen, blob FROM keybag WHERE wrap = 'dev'") }
         for row in rows {
-            guard let cls = Accessibility(rawValue: row["class"]), KeyHierarchy.isDeviceClass(cls) else {
+            guard let cls = Accessibility(rawValue: try row.required("class")), KeyHierarchy.isDeviceClass(cls) else {
                 throw KeychainError.decode("keybag")
             }
             let raw = try Sealing.open(
-                row["blob"], key: deviceKeys.deviceKEK,
-                aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: row["key_gen"], header: header))
+                try row.required("blob"), key: deviceKeys.deviceKEK,
+                aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: try row.required("key_gen"), header: header))
             let key = SymmetricKey(data: raw)
             keys.withLock {
                 $0.classKeys[cls] = key
@@ -500,14 +502,17 @@ public final class KeychainFile: Sendable {
         let state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
         let (manifest, mac, digest, count) = try read { db in
             let m = try Manifest.load(db)
-            let mac: Data = try Data.fetchOne(db, sql: "SELECT manifest_mac FROM kc_meta")!
+            guard let row = try Row.fetchOne(db, sql: "SELECT manifest_mac FROM kc_meta") else {
+                throw KeychainError(.invalidKeychain)
+            }
+            let mac: Data = try row.required("manifest_mac")
             var digest = [UInt8](repeating: 0, count: 32)
             var count: Int64 = 0
             let rows = try Row.fetchCursor(db, sql: "SELECT uuid, kind, class, sync, gen, primary_index FROM items")
             while let row = try rows.next() {
                 let c = Manifest.contribution(
-                    uuid: row["uuid"], kind: row["kind"], accessibility: row["class"], sync: row["sync"],
-                    generation: row["gen"], primaryIndex: row["primary_index"], key: deviceKeys.manifestKey)
+                    uuid: try row.required("uuid"), kind: try row.required("kind"), accessibility: try row.required("class"), sync: try row.required("sync"),
+                    generation: try row.required("gen"), primaryIndex: try row.required("primary_index"), key: deviceKeys.manifestKey)
                 for i in 0..<32 { digest[i] ^= c[i] }
                 count += 1
             }

@@ -53,7 +53,7 @@ struct Manifest {
         else {
             throw KeychainError(.invalidKeychain)
         }
-        return Manifest(epoch: row["epoch"], count: row["item_count"], digest: row["set_digest"])
+        return Manifest(epoch: try row.required("epoch"), count: try row.required("item_count"), digest: try row.required("set_digest"))
     }
 
     func store(_ db: Database, mac: Data) throws {

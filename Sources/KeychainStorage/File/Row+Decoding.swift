@@ -1,0 +1,17 @@
+import GRDB
+import KeychainCore
+
+extension Row {
+    /// The value of `column`. A missing, NULL or mistyped value (a damaged or edited file) is errSecDecode for the
+    /// caller, never a trap in the process (GRDB's subscript stops the process on a failed conversion).
+    func required<Value: DatabaseValueConvertible>(_ column: String, as type: Value.Type = Value.self)
+        throws(KeychainError) -> Value
+    {
+        do { return try decode(Value.self, forColumn: column) } catch { throw KeychainError.decode("column \(column)") }
+    }
+
+    /// The value of `column`, or nil when it is missing, NULL or of another type.
+    func optional<Value: DatabaseValueConvertible>(_ column: String, as type: Value.Type = Value.self) -> Value? {
+        (try? decode(Value?.self, forColumn: column)) ?? nil
+    }
+}
