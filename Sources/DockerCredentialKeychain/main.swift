@@ -106,6 +106,7 @@ func run(_ operation: String) throws(KeychainError) {
 
 do {
     try run(CommandLine.arguments.dropFirst().first ?? "")
+    OpenKeychains.shared.closeAll()
 } catch {
     fail(error.message)
 }

@@ -114,6 +114,7 @@ func run() throws(KeychainError) {
 
 do {
     try run()
+    OpenKeychains.shared.closeAll()
 } catch {
     FileHandle.standardError.write(Data("git-credential-keychain: \(error.message)\n".utf8))
     exit(1)

@@ -36,6 +36,16 @@ public final class OpenKeychains: Sendable {
     /// Every handle open in this process.
     public var all: [KeychainFile] { files.withLock { Array($0.values) } }
 
+    /// Closes every handle (a command-line tool calls this before it exits): the WAL is folded into each file and
+    /// the files are recorded as checked, so the next process opens them without re-reading every row.
+    public func closeAll() {
+        let open = files.withLock { files in
+            defer { files.removeAll() }
+            return Array(files.values)
+        }
+        for file in open { file.close() }
+    }
+
     /// Forgets the handle of a deleted keychain.
     public func forget(_ url: URL) { _ = files.withLock { $0.removeValue(forKey: url.standardizedFileURL.path) } }
 }

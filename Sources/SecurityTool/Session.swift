@@ -31,6 +31,12 @@ final class Session {
         return file
     }
 
+    /// Closes what this command opened, before the process exits (see ``KeychainFile/close()``).
+    func closeAll() {
+        for file in opened.values { file.close() }
+        opened.removeAll()
+    }
+
     /// The keychains a search visits: the ones named, else the search list.
     func searchList(_ names: [String]) throws(KeychainError) -> [KeychainFile] {
         if !names.isEmpty { return try names.map { name throws(KeychainError) in try keychain(name) } }

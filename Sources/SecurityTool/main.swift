@@ -156,4 +156,6 @@ while let first = arguments.first, first.hasPrefix("-"), first.count > 1 {
     }
 }
 if verbose { Terminal.writeError("security \(arguments.joined(separator: " "))\n") }
-exit(runCommand(arguments))
+let status = runCommand(arguments)
+session.closeAll()
+exit(status)

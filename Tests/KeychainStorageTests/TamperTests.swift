@@ -1,7 +1,9 @@
 import Foundation
 import GRDB
+import InMemoryLogging
 import KeychainCore
 import KeychainStorage
+import Logging
 import Testing
 
 /// The attacks of CRYPTO-DESIGN §6: tampering gives errSecDecode or a refusal, never other data.
@@ -194,6 +196,42 @@ struct TamperTests {
             outcomes["\(damage) \(target.hasSuffix("-wal") ? "wal" : "db"): \(s == 0 ? "opened, \(readable == 16 ? "all" : "some") items" : "error \(s)")", default: 0] += 1
         }
         print("random damage over \(rounds) rounds:", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: "; "))
+    }
+
+    /// Reopens `t` with a logger and reports whether the open read every row against the manifest.
+    func reopenScanned(_ t: TestFile) throws -> Bool {
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test", factory: { _ in handler })
+        logger.logLevel = .debug
+        t.configuration.logger = logger
+        try t.reopen()
+        let entry = handler.entries.first { $0.message.description == "keychain.open.verified" }
+        return entry?.metadata["rows.scanned"]?.description == "true"
+    }
+
+    @Test("after a clean close the next open skips the row scan; any write to the file since brings it back")
+    func scanSkippedOnlyWhenUntouched() throws {
+        let t = try twoItems()
+        #expect(try reopenScanned(t))  // never closed cleanly: every row is read
+        t.file.close()
+        #expect(try !reopenScanned(t))  // closed by us, untouched since
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        try t.add(["class": "genp", "acct": "c", "svce": "s"])
+        t.file.close()
+        #expect(try !reopenScanned(t))  // our own writes, then a clean close
+        t.file.close()
+        // An edit by anyone else changes the file's change time, which cannot be set back without root.
+        try tamper(t) { db in try db.execute(sql: "DELETE FROM items WHERE rowid = 2") }
+        #expect(status { try t.reopen() } == -26275)
+    }
+
+    @Test("a closed handle refuses further calls with an error")
+    func closedHandle() throws {
+        let t = try twoItems()
+        t.file.close()
+        #expect(status { _ = try t.secret("a") } == -25295)
+        #expect(status { try t.add(["class": "genp", "acct": "z"]) } == -25295)
+        t.file.close()  // twice is harmless
     }
 
     @Test("weakening the KDF parameters or changing the salt makes the password fail, not the KDF run weaker")

@@ -9,6 +9,9 @@ struct DeviceState: Codable, Equatable, Sendable {
     var failedAttempts: Int = 0
     /// Seconds since 1970 before which no unlock is tried.
     var nextAttemptAt: Double = 0
+    /// The fingerprint of the files (``FileFingerprint``) when this device last read every row against the manifest
+    /// or closed the file after writing it itself; nil before that (and in states written by older versions).
+    var verifiedFiles: String?
     var mac: Data = Data()
 
     static let hardLimit = 100
@@ -30,6 +33,7 @@ struct DeviceState: Codable, Equatable, Sendable {
         aad.append(epoch)
         aad.append(Int64(failedAttempts))
         aad.append(Int64(bitPattern: nextAttemptAt.bitPattern))
+        if let verifiedFiles { aad.append(verifiedFiles) }
         return aad.bytes
     }
 

@@ -38,7 +38,7 @@ public final class KeychainFile: Sendable {
     }
 
     public let url: URL
-    let pool: DatabasePool
+    let database: DatabaseQueue
     let configuration: Configuration
     let deviceKey: SymmetricKey
     let header: Mutex<FileHeader>
@@ -49,6 +49,11 @@ public final class KeychainFile: Sendable {
     /// The newest epoch this process wrote that the device state does not have yet, and when the state was
     /// last written: the state is advanced at most once a second, and when the keychain locks or closes.
     let epochRecord = Mutex<(pending: Int64?, lastWrite: Date)>((nil, .distantPast))
+    /// Whether this process checked the rows at open (or found them unchanged since the last check), and the epoch
+    /// of its own last commit: at close, a file whose manifest is still ours may be recorded as checked.
+    let integrity = Mutex<(checked: Bool, lastOwnEpoch: Int64?)>((false, nil))
+    /// Set by close(); every later call is errSecInvalidKeychain.
+    let closed = Mutex(false)
     var statePath: String {
         configuration.stateDirectory.appendingPathComponent("\(header.withLock { $0.dbUUID }.uuidString).state").path
     }
@@ -61,10 +66,10 @@ public final class KeychainFile: Sendable {
         var lastPasswordEntry: Date = .distantPast
     }
 
-    private init(url: URL, pool: DatabasePool, configuration: Configuration, deviceKey: SymmetricKey,
+    private init(url: URL, database: DatabaseQueue, configuration: Configuration, deviceKey: SymmetricKey,
                  header: FileHeader) {
         self.url = url
-        self.pool = pool
+        self.database = database
         self.configuration = configuration
         self.deviceKey = deviceKey
         self.header = Mutex(header)
@@ -94,9 +99,9 @@ public final class KeychainFile: Sendable {
         let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).new")
         do {
             try FileSystem.writeNewFile(temp.path, bytes: [])
-            let pool = try openPool(temp)
-            try FileSchema.migrator().migrate(pool)
-            try pool.write { db in
+            let database = try openDatabase(temp)
+            try FileSchema.migrator().migrate(database)
+            try database.write { db in
                 let manifest = Manifest(epoch: 1, count: 0, digest: Data(count: 32))
                 try db.execute(
                     sql: """
@@ -120,7 +125,7 @@ public final class KeychainFile: Sendable {
                         arguments: [cls.rawValue, KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw", blob])
                 }
             }
-            try pool.close()
+            try database.close()
             try? FileManager.default.removeItem(atPath: temp.path + "-wal")
             try? FileManager.default.removeItem(atPath: temp.path + "-shm")
             guard link(temp.path, url.path) == 0 else {
@@ -147,11 +152,11 @@ public final class KeychainFile: Sendable {
             throw KeychainError(.noSuchKeychain, url.lastPathComponent)
         }
         let deviceKey = try DeviceKey.loadOrCreate(in: configuration.stateDirectory)
-        let pool: DatabasePool
+        let database: DatabaseQueue
         let header: FileHeader
         do {
-            pool = try openPool(url)
-            header = try pool.read { db -> FileHeader in
+            database = try openDatabase(url)
+            header = try database.read { db -> FileHeader in
                 guard try db.tableExists("kc_meta"), let row = try Row.fetchOne(db, sql: "SELECT * FROM kc_meta") else {
                     throw KeychainError(.invalidKeychain, "not a keychain file")
                 }
@@ -172,7 +177,7 @@ public final class KeychainFile: Sendable {
         } catch {
             throw StorageErrors.map(error)
         }
-        let file = KeychainFile(url: url, pool: pool, configuration: configuration, deviceKey: deviceKey, header: header)
+        let file = KeychainFile(url: url, database: database, configuration: configuration, deviceKey: deviceKey, header: header)
         try file.verifyManifest()
         try file.loadDeviceClassKeys()
         if !header.hasPassword { try file.unlock(password: nil) }
@@ -187,14 +192,28 @@ public final class KeychainFile: Sendable {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
     }
 
-    static func openPool(_ url: URL) throws -> DatabasePool {
+    /// One connection per file and process. A DatabasePool would add concurrent in-process readers, but it resets
+    /// `synchronous` to NORMAL (commits not synced), writes a dummy table whenever the WAL is empty, and closes with
+    /// a read-only connection that cannot fold the WAL back, so every next process would replay the whole WAL.
+    /// Keychain calls are short; serialising them in-process costs little, and other processes still read
+    /// concurrently through the WAL.
+    static func openDatabase(_ url: URL) throws -> DatabaseQueue {
         var config = GRDB.Configuration()
         config.busyMode = .timeout(30)
+        config.journalMode = .default  // WAL is a property of the file, set once below
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        return try DatabasePool(path: url.path, configuration: config)
+        let database = try DatabaseQueue(path: url.path, configuration: config)
+        try database.writeWithoutTransaction { db in
+            if try String.fetchOne(db, sql: "PRAGMA journal_mode") != "wal" {
+                guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
+                    throw KeychainError(.io, "the keychain file cannot use a write-ahead log")
+                }
+            }
+        }
+        return database
     }
 
     // MARK: - State
@@ -434,7 +453,18 @@ public final class KeychainFile: Sendable {
     // MARK: - Transactions
 
     func read<T>(_ body: (Database) throws -> T) throws(KeychainError) -> T {
-        do { return try pool.read(body) } catch { throw StorageErrors.map(error) }
+        try whileOpen { try database.read(body) }
+    }
+
+    /// Runs a database call unless the handle was closed: GRDB stops the process on a closed connection, and the
+    /// lock keeps close() from slipping in between the check and the call (calls are serialised per file anyway).
+    private func whileOpen<T>(_ body: () throws -> T) throws(KeychainError) -> T {
+        nonisolated(unsafe) var result: T?
+        try closed.withLock { (closed: inout Bool) throws(KeychainError) -> Void in
+            guard !closed else { throw KeychainError(.invalidKeychain, "the keychain was closed") }
+            do { result = try body() } catch { throw StorageErrors.map(error) }
+        }
+        return result!
     }
 
     /// One write transaction (BEGIN IMMEDIATE) that also advances the manifest and the epoch.
@@ -442,15 +472,17 @@ public final class KeychainFile: Sendable {
         throws(KeychainError) -> T
     {
         let header = newHeader ?? self.header.withLock { $0 }
-        let result: T
-        let epoch: Int64
-        do {
-            (result, epoch) = try pool.writeWithoutTransaction { db in
+        let (result, epoch): (T, Int64) = try whileOpen {
+            try database.writeWithoutTransaction { db in
                 var output: (T, Int64)?
                 try db.inTransaction(.immediate) {
                     var changes = Manifest.Changes()
                     let value = try body(db, &changes)
                     var manifest = try Manifest.load(db)
+                    // Never re-MAC a manifest that someone else wrote.
+                    guard let stored = try Data.fetchOne(db, sql: "SELECT manifest_mac FROM kc_meta"),
+                        manifest.verify(stored, key: deviceKeys.manifestKey, header: self.header.withLock { $0 })
+                    else { throw KeychainError(.decode, "the keychain's manifest does not verify") }
                     manifest.apply(changes)
                     manifest.epoch += 1
                     try manifest.store(db, mac: manifest.mac(key: deviceKeys.manifestKey, header: header))
@@ -459,9 +491,8 @@ public final class KeychainFile: Sendable {
                 }
                 return output!
             }
-        } catch {
-            throw StorageErrors.map(error)
         }
+        integrity.withLock { $0.lastOwnEpoch = epoch }
         recordEpoch(epoch, header: header)
         return result
     }
@@ -494,40 +525,91 @@ public final class KeychainFile: Sendable {
 
     deinit { flushEpoch() }
 
-    /// Checks the manifest MAC, the set of rows against it, and the epoch against the device state.
+    /// Checks the manifest MAC and the epoch against the device state, and every row against the manifest unless
+    /// the files are exactly as this device last checked or closed them (``FileFingerprint``).
     func verifyManifest() throws(KeychainError) {
         let header = self.header.withLock { $0 }
         // The state first: it is written only after a commit, so any snapshot taken after reading it is at
         // least as new. (Read the other way round, another process's commit in between looks like a rollback.)
         let state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
-        let (manifest, mac, digest, count) = try read { db in
+        let before = FileFingerprint.of(url)
+        let unchanged = before != nil && before == state.verifiedFiles
+        let (manifest, mac, rows) = try read { db in
             let m = try Manifest.load(db)
             guard let row = try Row.fetchOne(db, sql: "SELECT manifest_mac FROM kc_meta") else {
                 throw KeychainError(.invalidKeychain)
             }
             let mac: Data = try row.required("manifest_mac")
-            var digest = [UInt8](repeating: 0, count: 32)
-            var count: Int64 = 0
-            let rows = try Row.fetchCursor(db, sql: "SELECT uuid, kind, class, sync, gen, primary_index FROM items")
-            while let row = try rows.next() {
-                let c = Manifest.contribution(
-                    uuid: try row.required("uuid"), kind: try row.required("kind"), accessibility: try row.required("class"), sync: try row.required("sync"),
-                    generation: try row.required("gen"), primaryIndex: try row.required("primary_index"), key: deviceKeys.manifestKey)
-                for i in 0..<32 { digest[i] ^= c[i] }
-                count += 1
-            }
-            return (m, mac, Data(digest), count)
+            return (m, mac, unchanged ? nil : try scanRows(db))
         }
-        let expected = manifest.mac(key: deviceKeys.manifestKey, header: header)
-        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: manifest.macInput(header), using: deviceKeys.manifestKey),
-            expected == mac
-        else { throw KeychainError(.decode, "the keychain's manifest does not verify") }
-        guard digest == manifest.digest, count == manifest.count else {
-            throw KeychainError(.decode, "the keychain's items do not match its manifest")
+        guard manifest.verify(mac, key: deviceKeys.manifestKey, header: header) else {
+            throw KeychainError(.decode, "the keychain's manifest does not verify")
+        }
+        if let rows {
+            guard rows.digest == manifest.digest, rows.count == manifest.count else {
+                throw KeychainError(.decode, "the keychain's items do not match its manifest")
+            }
         }
         guard manifest.epoch >= state.epoch else {
             throw KeychainError(.decode, "the keychain file is older than this device has seen (rollback)")
         }
+        integrity.withLock { $0.checked = true }
+        configuration.logger.debug("keychain.open.verified", metadata: ["rows.scanned": "\(rows != nil)"])
+        if rows != nil, let before, FileFingerprint.of(url) == before {
+            recordVerified(before)
+        }
+    }
+
+    /// The XOR of every row's manifest contribution, and how many rows there are.
+    private func scanRows(_ db: Database) throws -> (digest: Data, count: Int64) {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var count: Int64 = 0
+        let rows = try Row.fetchCursor(db, sql: "SELECT uuid, kind, class, sync, gen, primary_index FROM items")
+        while let row = try rows.next() {
+            let c = Manifest.contribution(
+                uuid: try row.required("uuid"), kind: try row.required("kind"),
+                accessibility: try row.required("class"), sync: try row.required("sync"),
+                generation: try row.required("gen"), primaryIndex: try row.required("primary_index"),
+                key: deviceKeys.manifestKey)
+            for i in 0..<32 { digest[i] ^= c[i] }
+            count += 1
+        }
+        return (Data(digest), count)
+    }
+
+    /// Remembers in the device state that the files, as they are now, were checked.
+    private func recordVerified(_ fingerprint: String) {
+        let header = self.header.withLock { $0 }
+        guard var state = try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID),
+            state.verifiedFiles != fingerprint
+        else { return }
+        state.verifiedFiles = fingerprint
+        try? state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: false)
+    }
+
+    /// Closes the file: advances the device state's epoch, checkpoints the WAL into the database, and, when the
+    /// rows were checked at open and every commit since was this process's own, records the files' fingerprint so
+    /// that the next open need not read every row. The handle is unusable afterwards.
+    public func close() {
+        flushEpoch()
+        let (checked, lastOwnEpoch) = integrity.withLock { $0 }
+        let ours = closed.withLock { closed -> Bool in
+            guard !closed else { return false }
+            closed = true
+            let fileEpoch = try? database.read { db in try Manifest.load(db).epoch }
+            let ours = checked && fileEpoch != nil
+                && (lastOwnEpoch == nil ? FileFingerprint.of(url) == currentVerified() : fileEpoch == lastOwnEpoch)
+            // SQLite folds the WAL into the database and deletes it at the last close of the file (unless another
+            // process has it open): a WAL left behind would be replayed in full by the next process to open it.
+            try? database.close()
+            return ours
+        }
+        if ours, let now = FileFingerprint.of(url) { recordVerified(now) }
+    }
+
+    private func currentVerified() -> String? {
+        let header = self.header.withLock { $0 }
+        return (try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID))?.verifiedFiles
     }
 }
 

@@ -48,6 +48,11 @@ struct Manifest {
         Data(HMAC<SHA256>.authenticationCode(for: macInput(header), using: key))
     }
 
+    /// Whether `stored` is this manifest's MAC (compared in constant time).
+    func verify(_ stored: Data, key: SymmetricKey, header: FileHeader) -> Bool {
+        HMAC<SHA256>.isValidAuthenticationCode(stored, authenticating: macInput(header), using: key)
+    }
+
     static func load(_ db: Database) throws -> Manifest {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT epoch, item_count, set_digest FROM kc_meta"))
         else {
