@@ -225,6 +225,17 @@ struct TamperTests {
         #expect(status { try t.reopen() } == -26275)
     }
 
+    @Test("every commit is synced: WAL with synchronous FULL and secure_delete, also after reopening")
+    func durability() throws {
+        let t = try twoItems()
+        for _ in 0..<2 {
+            let d = try t.file.durability()
+            #expect(d.synchronous == 2 && d.journalMode == "wal" && d.secureDelete == 1, "\(d)")
+            t.file.close()
+            try t.reopen()
+        }
+    }
+
     @Test("a closed handle refuses further calls with an error")
     func closedHandle() throws {
         let t = try twoItems()

@@ -456,6 +456,14 @@ public final class KeychainFile: Sendable {
         try whileOpen { try database.read(body) }
     }
 
+    /// The connection's durability settings as SQLite reports them (for tests: synchronous 2 = FULL).
+    package func durability() throws(KeychainError) -> (synchronous: Int, journalMode: String, secureDelete: Int) {
+        try read { db in
+            (try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1, try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
+             try Int.fetchOne(db, sql: "PRAGMA secure_delete") ?? -1)
+        }
+    }
+
     /// Runs a database call unless the handle was closed: GRDB stops the process on a closed connection, and the
     /// lock keeps close() from slipping in between the check and the call (calls are serialised per file anyway).
     private func whileOpen<T>(_ body: () throws -> T) throws(KeychainError) -> T {
