@@ -147,7 +147,7 @@ enum Stores {
     static let counter = Atomic<Int>(0)
     static let root = BenchmarkStore.root
     private static let opened = Mutex<[String: KeychainFile]>([:])
-    private static let pools = Mutex<[String: DatabasePool]>([:])
+    private static let pools = Mutex<[String: DatabaseQueue]>([:])
 
     static func configuration() -> KeychainFile.Configuration { BenchmarkStore.configuration() }
 
@@ -179,14 +179,16 @@ enum Stores {
     }
 
     /// The floor: the same rows in a plain table, no cryptography, same durability.
-    static func sqlite(_ size: Int, copy: String? = nil) throws -> DatabasePool {
+    static func sqlite(_ size: Int, copy: String? = nil) throws -> DatabaseQueue {
         let key = "\(size)-\(copy ?? "base")"
         if let pool = pools.withLock({ $0[key] }) { return pool }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let path = root.appendingPathComponent("plain-\(size)-\(copy ?? "base")-\(UUID().uuidString).sqlite").path
+        // One connection, as the keychain has (a DatabasePool would reset synchronous to NORMAL).
         var config = Configuration()
         config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        let pool = try DatabasePool(path: path, configuration: config)
+        let pool = try DatabaseQueue(path: path, configuration: config)
+        try pool.writeWithoutTransaction { db in _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
         try pool.write { db in
             try db.execute(sql: """
                 CREATE TABLE items (rowid INTEGER PRIMARY KEY, service TEXT NOT NULL, account TEXT NOT NULL,
