@@ -70,16 +70,20 @@ struct LockTests {
         try t.file.unlock(password: SecretBytes(utf8: "right"))  // counter was reset: no wait
     }
 
-    @Test("a forged device state is refused")
-    func forgedState() throws {
+    @Test("a forged device state is refused", arguments: [
+        ("failed 0", "failed 3"), ("epoch ", "epoch 1"), ("verified ", "verified 1:2:3:4.5|"), ("mac ", "mac A"),
+    ])
+    func forgedState(edit: (String, String)) throws {
         let t = try TestFile(password: "pw")
         try t.add(["class": "genp", "acct": "a"])
+        t.file.close()  // writes the epoch and the verified fingerprint
         let stateDir = t.configuration.stateDirectory
         let stateFile = try #require(try FileManager.default.contentsOfDirectory(atPath: stateDir.path).first { $0.hasSuffix(".state") })
         let path = stateDir.appendingPathComponent(stateFile)
-        var json = try String(contentsOf: path, encoding: .utf8)
-        json = json.replacingOccurrences(of: "\"failedAttempts\":0", with: "\"failedAttempts\":3")
-        try json.write(to: path, atomically: true, encoding: .utf8)
+        let original = try String(contentsOf: path, encoding: .utf8)
+        let forged = original.replacingOccurrences(of: edit.0, with: edit.1)
+        #expect(forged != original)
+        try forged.write(to: path, atomically: true, encoding: .utf8)
         #expect(status { try t.reopen() } == -26275)
     }
 

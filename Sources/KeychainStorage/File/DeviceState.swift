@@ -39,16 +39,45 @@ struct DeviceState: Codable, Equatable, Sendable {
 
     static func load(path: String, key: SymmetricKey, dbUUID: UUID) throws(KeychainError) -> DeviceState {
         guard let bytes = FileSystem.readFile(path) else { return DeviceState() }
-        guard let state = try? JSONDecoder().decode(DeviceState.self, from: Data(bytes)),
+        // Version 1 states were JSON; they are still read, and rewritten as lines at the next save.
+        let parsed = bytes.first == UInt8(ascii: "{")
+            ? try? JSONDecoder().decode(DeviceState.self, from: Data(bytes)) : parse(bytes)
+        guard let state = parsed,
             HMAC<SHA256>.isValidAuthenticationCode(state.mac, authenticating: state.macInput(dbUUID: dbUUID), using: key)
         else { throw KeychainError(.decode, "the keychain's device state was altered") }
         return state
     }
 
+    /// Writes the state as `name value` lines. (Not JSON: every `security` command reads and writes this file,
+    /// and a Codable round trip costs a statically linked command about a millisecond of runtime type lookups.)
     func save(path: String, key: SymmetricKey, dbUUID: UUID, sync: Bool) throws(KeychainError) {
-        var copy = self
-        copy.mac = Data(HMAC<SHA256>.authenticationCode(for: macInput(dbUUID: dbUUID), using: key))
-        guard let json = try? JSONEncoder().encode(copy) else { throw KeychainError(.internalComponent) }
-        try FileSystem.replaceFile(path, bytes: [UInt8](json), sync: sync)
+        let mac = Data(HMAC<SHA256>.authenticationCode(for: macInput(dbUUID: dbUUID), using: key))
+        var text = "\(Self.magic)\nepoch \(epoch)\nfailed \(failedAttempts)\nnext \(nextAttemptAt.bitPattern)\n"
+        if let verifiedFiles { text += "verified \(verifiedFiles)\n" }
+        text += "mac \(mac.base64EncodedString())\n"
+        try FileSystem.replaceFile(path, bytes: Array(text.utf8), sync: sync)
+    }
+
+    private static let magic = "keychain-device-state 2"
+
+    private static func parse(_ bytes: [UInt8]) -> DeviceState? {
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+        guard lines.first == Substring(magic) else { return nil }
+        var state = DeviceState()
+        var seen = Set<Substring>()
+        for line in lines.dropFirst() {
+            guard let space = line.firstIndex(of: " ") else { return nil }
+            let name = line[..<space], value = line[line.index(after: space)...]
+            guard seen.insert(name).inserted else { return nil }
+            switch name {
+            case "epoch": guard let v = Int64(value) else { return nil }; state.epoch = v
+            case "failed": guard let v = Int(value) else { return nil }; state.failedAttempts = v
+            case "next": guard let v = UInt64(value) else { return nil }; state.nextAttemptAt = Double(bitPattern: v)
+            case "verified": state.verifiedFiles = String(value)
+            case "mac": guard let v = Data(base64Encoded: String(value)) else { return nil }; state.mac = v
+            default: return nil
+            }
+        }
+        return seen.isSuperset(of: ["epoch", "failed", "next", "mac"]) ? state : nil
     }
 }
