@@ -46,6 +46,14 @@ let package = Package(
             ],
             path: "Sources/MemoryProbe"
         ),
+        .executableTarget(
+            name: "PeerWorkload",
+            dependencies: [
+                .product(name: "KeychainClient", package: root),
+                .product(name: "KeychainCore", package: root),
+            ],
+            path: "Sources/PeerWorkload"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
