@@ -9,32 +9,66 @@ import Glibc
 /// Short versions of the reliability runs: several processes on one keychain file, and writers killed mid-write.
 @Suite("Reliability, end to end")
 struct ReliabilityTests {
-    @Test("four processes adding and reading concurrently lose nothing and see no internal errors")
+    @Test("four streams of mixed operations on one keychain lose nothing and end equal to a sequential model")
     func concurrentProcesses() async throws {
         let tool = Tool()
         defer { try? FileManager.default.removeItem(at: tool.home) }
         try tool.run("add-generic-password", "-a", "seed", "-s", "seed", "-w", "x")
-        let perProcess = Int(ProcessInfo.processInfo.environment["KEYCHAIN_CONCURRENT_OPS"] ?? "") ?? 15
-        let failures = try await withThrowingTaskGroup(of: [String].self) { group in
+        let perProcess = Int(ProcessInfo.processInfo.environment["KEYCHAIN_CONCURRENT_OPS"] ?? "") ?? 30
+        // Each stream works on accounts of its own, so its expected model does not depend on the interleaving;
+        // the file, the WAL, the locks and the manifest are shared by all four.
+        let outcomes = try await withThrowingTaskGroup(of: ([String], [String: String]).self) { group in
             for p in 0..<4 {
                 group.addTask {
+                    var random = SplitMix64(seed: UInt64(p + 1))
+                    var model: [String: String] = [:]
                     var failed: [String] = []
                     for i in 0..<perProcess {
-                        let add = try tool.run("add-generic-password", "-a", "p\(p)-\(i)", "-s", "conc", "-w", "v\(p)-\(i)")
-                        if add.status != 0 { failed.append("add p\(p)-\(i): \(add.status) \(add.stderr)") }
-                        let find = try tool.run("find-generic-password", "-a", "p\(p)-\(i)", "-s", "conc", "-w")
-                        if find.stdout != "v\(p)-\(i)\n" { failed.append("find p\(p)-\(i): \(find.status) \(find.stderr)") }
+                        let account = "p\(p)-\(random.next() % 6)", value = "v\(p)-\(i)"
+                        let (arguments, expected): ([String], Int32) = switch random.next() % 4 {
+                        case 0: (["add-generic-password", "-a", account, "-s", "conc", "-w", value], model[account] == nil ? 0 : 45)
+                        case 1: (["add-generic-password", "-U", "-a", account, "-s", "conc", "-w", value], 0)
+                        case 2: (["delete-generic-password", "-a", account, "-s", "conc"], model[account] == nil ? 44 : 0)
+                        default: (["find-generic-password", "-a", account, "-s", "conc", "-w"], model[account] == nil ? 44 : 0)
+                        }
+                        let result = try tool.run(program: Tool.binary, arguments, stdin: nil)
+                        if result.status != expected {
+                            failed.append("\(arguments.joined(separator: " ")): \(result.status) \(result.stderr)")
+                        } else if arguments[0] == "find-generic-password", expected == 0, result.stdout != model[account]! + "\n" {
+                            failed.append("find \(account): \(result.stdout) instead of \(model[account]!)")
+                        }
+                        switch arguments[0] {
+                        case "add-generic-password" where expected == 0: model[account] = value
+                        case "delete-generic-password": model[account] = nil
+                        default: break
+                        }
                     }
-                    return failed
+                    return (failed, model)
                 }
             }
-            var all: [String] = []
-            for try await f in group { all += f }
+            var all: [([String], [String: String])] = []
+            for try await outcome in group { all.append(outcome) }
             return all
         }
+        let failures = outcomes.flatMap(\.0)
         #expect(failures.isEmpty, "\(failures)")
-        let dump = try tool.run("dump-keychain")
-        #expect(dump.stdout.components(separatedBy: "\"svce\"<blob>=\"conc\"").count - 1 == 4 * perProcess)
+        let expected = outcomes.reduce(into: [String: String]()) { $0.merge($1.1) { a, _ in a } }
+        let dump = try tool.run("dump-keychain", "-d")
+        #expect(dump.status == 0)
+        #expect(Self.items(inDump: dump.stdout, service: "conc") == expected)
+    }
+
+    /// account → password of every item of `service` in a `dump-keychain -d` listing.
+    static func items(inDump dump: String, service: String) -> [String: String] {
+        var out: [String: String] = [:]
+        for entry in dump.components(separatedBy: "keychain: \"").dropFirst() {
+            guard entry.contains("\"svce\"<blob>=\"\(service)\"\n"),
+                let account = entry.firstMatch(of: /"acct"<blob>="([^"]*)"/)?.1,
+                let data = entry.firstMatch(of: /data:\n"([^"]*)"/)?.1
+            else { continue }
+            out[String(account)] = String(data)
+        }
+        return out
     }
 
     @Test("a writer killed at random instants loses no acknowledged write and leaves a keychain that opens")
@@ -73,5 +107,18 @@ struct ReliabilityTests {
             }
         }
         print("killed writers: \(killed) of \(rounds) killed before acknowledging; \(acknowledged.count) acknowledged")
+    }
+}
+
+/// A small deterministic generator, so that a failing sequence can be replayed.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
