@@ -452,8 +452,23 @@ public final class KeychainFile: Sendable {
 
     // MARK: - Transactions
 
+    /// One read transaction: a single snapshot for the whole body. (GRDB's `read` on a queue prepares four
+    /// statements on every call, to toggle `query_only` and open and close the transaction; cached ones cost a
+    /// third of a find.)
     func read<T>(_ body: (Database) throws -> T) throws(KeychainError) -> T {
-        try whileOpen { try database.read(body) }
+        try whileOpen {
+            try database.inDatabase { db in
+                try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+                do {
+                    let result = try body(db)
+                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                    return result
+                } catch {
+                    try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute()
+                    throw error
+                }
+            }
+        }
     }
 
     /// The connection's durability settings as SQLite reports them (for tests: synchronous 2 = FULL).

@@ -1,0 +1,34 @@
+// swift-tools-version: 6.1
+// libFuzzer targets, in a package of their own: they have no main (libFuzzer brings it) and build only with
+//   swift build -c release -Xswiftc -sanitize=fuzzer --product FuzzQueryParser   (see Fuzz/README.md)
+import PackageDescription
+
+import struct Foundation.URL
+
+// A path dependency is named after its folder, which differs between clones.
+let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().lastPathComponent
+let fuzzerSettings: [SwiftSetting] = [.unsafeFlags(["-parse-as-library"])]
+
+let package = Package(
+    name: "swift-keychain-fuzz",
+    platforms: [.macOS(.v15)],
+    dependencies: [.package(path: "..")],
+    targets: [
+        .executableTarget(
+            name: "FuzzQueryParser",
+            dependencies: [.product(name: "KeychainCore", package: root)],
+            path: "Sources/FuzzQueryParser",
+            swiftSettings: fuzzerSettings
+        ),
+        .executableTarget(
+            name: "FuzzKeychainFile",
+            dependencies: [
+                .product(name: "KeychainCore", package: root),
+                .product(name: "KeychainStorage", package: root),
+            ],
+            path: "Sources/FuzzKeychainFile",
+            swiftSettings: fuzzerSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (Fuzz/) and runs each over its committed corpus.
+#   scripts/fuzz.sh [RUNS]       default 20000 executions per target (CI); the long run: scripts/fuzz.sh 1000000
+# New inputs that reach new code are written to a scratch corpus; merge them into Fuzz/corpus/<target> with
+#   FUZZ_MERGE=1 scripts/fuzz.sh RUNS
+# A crash leaves crash-<hash> in Fuzz/artifacts/ and fails the run; fix it and add a regression test.
+set -euo pipefail
+runs="${1:-20000}"
+cd "$(dirname "$0")/../Fuzz"
+swift build -c release -Xswiftc -sanitize=fuzzer >/dev/null
+bin="$(swift build -c release -Xswiftc -sanitize=fuzzer --show-bin-path)"
+mkdir -p artifacts
+export FUZZ_DEVICE_KEY="$PWD/fixtures/state/device.key"
+for target in query-parser:FuzzQueryParser keychain-file:FuzzKeychainFile; do
+    corpus="corpus/${target%%:*}" program="$bin/${target##*:}"
+    scratch="$(mktemp -d)"
+    echo "== ${target##*:}: $runs runs over $corpus"
+    if ! "$program" -runs="$runs" -max_len=65536 -timeout=10 -artifact_prefix=artifacts/ -print_final_stats=1 \
+        "$scratch" "$corpus" > "$scratch.log" 2>&1; then
+        tail -40 "$scratch.log"
+        echo "fuzzing ${target##*:} failed: the input is in Fuzz/artifacts/"
+        exit 1
+    fi
+    grep -E "^#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb" "$scratch.log" || true
+    if [ "${FUZZ_MERGE:-0}" = 1 ]; then "$program" -merge=1 "$corpus" "$scratch" >/dev/null 2>&1; fi
+    rm -rf "$scratch" "$scratch.log"
+done
