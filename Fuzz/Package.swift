@@ -1,13 +1,12 @@
 // swift-tools-version: 6.1
 // libFuzzer targets, in a package of their own: they have no main (libFuzzer brings it) and build only with
-//   swift build -c release -Xswiftc -sanitize=fuzzer --product FuzzQueryParser   (see Fuzz/README.md)
+//   swift build -c release --sanitize fuzzer -Xswiftc -parse-as-library      (scripts/fuzz.sh does it)
 import PackageDescription
 
 import struct Foundation.URL
 
 // A path dependency is named after its folder, which differs between clones.
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().lastPathComponent
-let fuzzerSettings: [SwiftSetting] = [.unsafeFlags(["-parse-as-library"])]
 
 let package = Package(
     name: "swift-keychain-fuzz",
@@ -17,8 +16,7 @@ let package = Package(
         .executableTarget(
             name: "FuzzQueryParser",
             dependencies: [.product(name: "KeychainCore", package: root)],
-            path: "Sources/FuzzQueryParser",
-            swiftSettings: fuzzerSettings
+            path: "Sources/FuzzQueryParser"
         ),
         .executableTarget(
             name: "FuzzKeychainFile",
@@ -26,8 +24,7 @@ let package = Package(
                 .product(name: "KeychainCore", package: root),
                 .product(name: "KeychainStorage", package: root),
             ],
-            path: "Sources/FuzzKeychainFile",
-            swiftSettings: fuzzerSettings
+            path: "Sources/FuzzKeychainFile"
         ),
     ],
     swiftLanguageModes: [.v6]

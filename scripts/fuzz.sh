@@ -7,8 +7,9 @@
 set -euo pipefail
 runs="${1:-20000}"
 cd "$(dirname "$0")/../Fuzz"
-swift build -c release -Xswiftc -sanitize=fuzzer >/dev/null
-bin="$(swift build -c release -Xswiftc -sanitize=fuzzer --show-bin-path)"
+flags=(-c release --sanitize fuzzer -Xswiftc -parse-as-library)
+swift build "${flags[@]}" >/dev/null
+bin="$(swift build "${flags[@]}" --show-bin-path)"
 mkdir -p artifacts
 export FUZZ_DEVICE_KEY="$PWD/fixtures/state/device.key"
 for target in query-parser:FuzzQueryParser keychain-file:FuzzKeychainFile; do

@@ -73,7 +73,7 @@ func dictionary(_ reader: inout ByteReader) -> [String: QueryValue] {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzQueryParser(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var reader = ByteReader(bytes: Array(UnsafeBufferPointer(start: data, count: size)))
-    let operations: [Operation] = [.add, .search, .update, .delete]
+    let operations: [KeychainCore.Operation] = [.add, .search, .update, .delete]
     let operation = operations[Int(reader.byte()) % operations.count]
     let query = dictionary(&reader)
     let changes = dictionary(&reader)
