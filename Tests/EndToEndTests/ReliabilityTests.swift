@@ -94,17 +94,18 @@ struct ReliabilityTests {
                 killed += 1
                 unacknowledged.append(account)
             }
-            // The keychain opens and every acknowledged write is there, with its data.
+            // The keychain opens and every acknowledged write is there, with its own data.
             let check = try tool.run("dump-keychain", "-d")
             #expect(check.status == 0, "round \(round): \(check.stderr)")
+            let present = Self.items(inDump: check.stdout, service: "crash")
             for done in acknowledged {
-                #expect(check.stdout.contains("\"acct\"<blob>=\"\(done)\"\n"), "round \(round): \(done) missing")
-                #expect(check.stdout.contains("data:\n\"secret-\(done.dropFirst(5))\"\n"), "round \(round): \(done) data")
+                #expect(present[done] == "secret-\(done.dropFirst(5))", "round \(round): \(done) missing or wrong")
             }
             // A write killed before it was acknowledged is either wholly there or not there at all.
-            for lost in unacknowledged where check.stdout.contains("\"acct\"<blob>=\"\(lost)\"\n") {
-                #expect(check.stdout.contains("data:\n\"secret-\(lost.dropFirst(5))\"\n"), "round \(round): \(lost) half there")
+            for lost in unacknowledged where present[lost] != nil {
+                #expect(present[lost] == "secret-\(lost.dropFirst(5))", "round \(round): \(lost) half there")
             }
+            #expect(Set(present.keys).isSubset(of: Set(acknowledged + unacknowledged)), "round \(round): unknown items")
         }
         print("killed writers: \(killed) of \(rounds) killed before acknowledging; \(acknowledged.count) acknowledged")
     }
