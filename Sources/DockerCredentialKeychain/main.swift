@@ -104,6 +104,7 @@ func run(_ operation: String) throws(KeychainError) {
     }
 }
 
+ProcessHardening.disableCoreDumps()
 do {
     try run(CommandLine.arguments.dropFirst().first ?? "")
     OpenKeychains.shared.closeAll()

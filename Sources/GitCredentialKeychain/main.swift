@@ -112,6 +112,7 @@ func run() throws(KeychainError) {
     }
 }
 
+ProcessHardening.disableCoreDumps()
 do {
     try run()
     OpenKeychains.shared.closeAll()

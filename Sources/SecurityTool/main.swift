@@ -1,4 +1,5 @@
 import Foundation
+import KeychainClient
 import KeychainCore
 
 // `security`: the macOS keychain command on Linux (semantics §8). Exit status = the failing status's low byte.
@@ -10,6 +11,7 @@ struct Command {
     let run: ([String]) throws(CommandError) -> Int32
 }
 
+ProcessHardening.disableCoreDumps()
 let session = Session()
 /// `--json` was given to a command that supports it.
 var wantsJSON = false

@@ -322,6 +322,36 @@ struct ItemFlagTests {
     }
 }
 
+@Suite("Process hardening")
+struct ProcessHardeningTests {
+    @Test("the command writes no core file: its core size limit is zero while it holds a password")
+    func noCoreFiles() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        // `-w` last reads the password from standard input: the command waits there, holding its state.
+        var input = try ChildPipe()
+        let child = try ChildProcess.spawn(
+            Tool.binary.path, arguments: ["add-generic-password", "-a", "core", "-s", "core", "-w"],
+            environment: tool.environment, stdin: input.childEnd)
+        input.closeChildEnd()
+        // Soft and hard limit (the soft one is often 0 already; the hard one is what a crash handler could raise).
+        func coreLimits() -> [Substring] {
+            let limits = (try? String(contentsOfFile: "/proc/\(child.pid)/limits", encoding: .utf8)) ?? ""
+            let line = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") } ?? ""
+            return Array(line.split(separator: " ").dropFirst(4).prefix(2))
+        }
+        var seen: [Substring] = []
+        for _ in 0..<150 where seen != ["0", "0"] {
+            usleep(20_000)
+            seen = coreLimits()
+        }
+        _ = input.send("CANARY-CORE\n".utf8)
+        input.closeOurEnd()
+        #expect(child.wait() == .exited(0))
+        #expect(seen == ["0", "0"])
+    }
+}
+
 /// The real pinentry-curses, driven through tmux as a person would type into it.
 @Suite("pinentry-curses through tmux", .serialized,
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
