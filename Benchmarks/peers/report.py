@@ -21,7 +21,7 @@ for line in open(results):
         times[(store, op)].append(int(value) / 1000.0)
 
 OPS = ["add", "find", "update", "delete"]
-PER_PROCESS = ["security", "secret-tool", "pass"]
+PER_PROCESS = ["security", "secret-tool", "pass", "keepassxc-cli"]
 IN_PROCESS = ["native-api", "secretstorage (in-process)", "keyring-cryptfile (in-process)"]
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side timing of one password operation at a time, on this keychain and on the Linux peers, in one run:
-#   one process per operation: our `security`, gnome-keyring's `secret-tool`, `pass` (passphrase-less GnuPG key);
+#   one process per operation: our `security`, gnome-keyring's `secret-tool`, `pass` (passphrase-less GnuPG key),
+#                              `keepassxc-cli` (a KDBX 4 file whose key derivation is tuned to 100 ms);
 #   in-process:                our native API (Benchmarks' PeerWorkload), Python secretstorage against the same
 #                              gnome-keyring, Python keyring with keyrings.cryptfile.
 # Every store lives in a fresh temporary HOME and is first filled with STORE items; then OPS items are added, found,
@@ -20,6 +21,7 @@ command -v secret-tool >/dev/null || need+=(libsecret-tools)
 command -v gnome-keyring-daemon >/dev/null || need+=(gnome-keyring)
 command -v pass >/dev/null || need+=(pass)
 command -v dbus-run-session >/dev/null || need+=(dbus)
+command -v keepassxc-cli >/dev/null || need+=(keepassxc)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
@@ -106,6 +108,30 @@ disk_report pass "$PASSWORD_STORE_DIR" $(( store + ops ))
 time_ops pass op_delete
 gpgconf --kill gpg-agent 2>/dev/null || true
 unset GNUPGHOME PASSWORD_STORE_DIR
+
+# --- keepassxc-cli, one process per operation; the master password comes on standard input each time, as a script
+#     must give it (there is no agent). Filled by importing a KeePass XML export.
+mkdir -p "$work/kp"
+kdbx="$work/kp/bench.kdbx"
+{
+    printf '<?xml version="1.0" encoding="UTF-8"?>\n<KeePassFile><Meta><Generator>bench</Generator></Meta><Root>'
+    printf '<Group><Name>Root</Name><Group><Name>bench-fill</Name>'
+    for i in $(seq 1 "$store"); do
+        printf '<Entry><String><Key>Title</Key><Value>fill-account-%s</Value></String>' "$i"
+        printf '<String><Key>UserName</Key><Value>fill-account-%s</Value></String>' "$i"
+        printf '<String><Key>Password</Key><Value>fill-password-%s</Value></String></Entry>' "$i"
+    done
+    printf '</Group><Group><Name>bench-service</Name></Group></Group></Root></KeePassFile>\n'
+} > "$work/kp/fill.xml"
+printf 'bench-password\nbench-password\n' | keepassxc-cli import -q -p -t 100 "$work/kp/fill.xml" "$kdbx" >/dev/null
+rm "$work/kp/fill.xml"
+op_add() { printf 'bench-password\npassword-%s\n' "$1" | keepassxc-cli add -q -u "bench-account-$1" -p "$kdbx" "bench-service/bench-account-$1"; }
+op_find() { printf 'bench-password\n' | keepassxc-cli show -q -s -a Password "$kdbx" "bench-service/bench-account-$1"; }
+op_update() { printf 'bench-password\nchanged-%s\n' "$1" | keepassxc-cli edit -q -p "$kdbx" "bench-service/bench-account-$1"; }
+op_delete() { printf 'bench-password\n' | keepassxc-cli rm -q "$kdbx" "bench-service/bench-account-$1"; }
+for op in op_add op_find op_update; do time_ops keepassxc-cli "$op"; done
+disk_report keepassxc-cli "$work/kp" $(( store + ops ))
+time_ops keepassxc-cli op_delete
 
 # --- Python keyring with keyrings.cryptfile, in-process (empty store: each operation rewrites the whole file).
 HOME="$work/cf" XDG_DATA_HOME="$work/cf/data" python3 "$here/inprocess.py" cryptfile run "$cryptfile_ops" >> "$results"
