@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "KeychainCore", targets: ["KeychainCore"]),
         .library(name: "KeychainStorage", targets: ["KeychainStorage"]),
         .library(name: "KeychainClient", targets: ["KeychainClient"]),
+        // For the fuzzers in Fuzz/: the `security` command's option grammar.
+        .library(name: "SecurityCommandLine", targets: ["SecurityCommandLine"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .executable(name: "security", targets: ["SecurityTool"]),
@@ -62,10 +64,15 @@ let package = Package(
             dependencies: ["Security", "KeychainClient", "KeychainCore", "KeychainStorage"],
             swiftSettings: strictSettings
         ),
+        // The `security` command's option grammar (getopt and each subcommand's flags), apart so it can be fuzzed.
+        .target(
+            name: "SecurityCommandLine",
+            swiftSettings: strictSettings
+        ),
         // The `security` command, mirroring macOS's.
         .executableTarget(
             name: "SecurityTool",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            dependencies: ["SecurityCommandLine", "KeychainClient", "KeychainCore", "KeychainStorage"],
             swiftSettings: strictSettings
         ),
         // Credential helpers for git and docker.

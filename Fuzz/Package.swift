@@ -26,6 +26,11 @@ let package = Package(
             ],
             path: "Sources/FuzzKeychainFile"
         ),
+        .executableTarget(
+            name: "FuzzCommandLine",
+            dependencies: [.product(name: "SecurityCommandLine", package: root)],
+            path: "Sources/FuzzCommandLine"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

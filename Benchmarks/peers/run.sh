@@ -123,7 +123,7 @@ kdbx="$work/kp/bench.kdbx"
     done
     printf '</Group><Group><Name>bench-service</Name></Group></Group></Root></KeePassFile>\n'
 } > "$work/kp/fill.xml"
-printf 'bench-password\nbench-password\n' | keepassxc-cli import -q -p -t 100 "$work/kp/fill.xml" "$kdbx" >/dev/null
+printf 'bench-password\nbench-password\n' | keepassxc-cli import -q -p -t 100 "$work/kp/fill.xml" "$kdbx" >/dev/null 2>&1
 rm "$work/kp/fill.xml"
 op_add() { printf 'bench-password\npassword-%s\n' "$1" | keepassxc-cli add -q -u "bench-account-$1" -p "$kdbx" "bench-service/bench-account-$1"; }
 op_find() { printf 'bench-password\n' | keepassxc-cli show -q -s -a Password "$kdbx" "bench-service/bench-account-$1"; }

@@ -1,4 +1,5 @@
 import Foundation
+import SecurityCommandLine
 
 /// Shell completions and the manual page, generated from the command table and each command's flag spec.
 enum Completions {

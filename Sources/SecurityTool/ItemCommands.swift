@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import KeychainStorage
+import SecurityCommandLine
 
 /// add-, find- and delete-generic-password / -internet-password.
 struct ItemCommands {

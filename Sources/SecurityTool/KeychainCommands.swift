@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainStorage
+import SecurityCommandLine
 
 /// create-, delete-, lock-, unlock-keychain; settings; password; search list and default; dump.
 struct KeychainCommands {

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import SecurityCommandLine
 
 // `security`: the macOS keychain command on Linux (semantics §8). Exit status = the failing status's low byte.
 

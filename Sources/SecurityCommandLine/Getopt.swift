@@ -1,12 +1,12 @@
 /// POSIX getopt, as the macOS tool parses each subcommand's flags: `spec` lists option letters, a `:` after a
 /// letter means it takes a value. Parsing stops at the first operand or `--`.
-struct Getopt {
-    var options: [(Character, String?)] = []
-    var operands: [String] = []
+public struct Getopt: Sendable {
+    public private(set) var options: [(Character, String?)] = []
+    public private(set) var operands: [String] = []
 
-    enum Failure: Error { case usage }
+    public enum Failure: Error { case usage }
 
-    init(_ arguments: [String], spec: String) throws(Failure) {
+    public init(_ arguments: [String], spec: String) throws(Failure) {
         var takesValue: [Character: Bool] = [:]
         var letters = Array(spec)
         var i = 0
@@ -45,6 +45,6 @@ struct Getopt {
         operands = Array(arguments[index...])
     }
 
-    func has(_ c: Character) -> Bool { options.contains { $0.0 == c } }
-    func value(_ c: Character) -> String? { options.last { $0.0 == c }?.1 }
+    public func has(_ c: Character) -> Bool { options.contains { $0.0 == c } }
+    public func value(_ c: Character) -> String? { options.last { $0.0 == c }?.1 }
 }
