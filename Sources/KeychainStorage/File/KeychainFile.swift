@@ -533,16 +533,29 @@ public final class KeychainFile: Sendable {
 
     /// Writes a pending epoch to the device state, unless the state already has a newer one.
     func flushEpoch() {
-        let header = self.header.withLock { $0 }
+        guard let epoch = takePendingEpoch() else { return }
+        updateDeviceState { state in
+            guard state.epoch < epoch else { return false }
+            state.epoch = epoch
+            return true
+        }
+    }
+
+    /// The epoch waiting to reach the device state, if any; the state counts as written now.
+    private func takePendingEpoch() -> Int64? {
         let now = configuration.clock()
-        guard let epoch = epochRecord.withLock({ record -> Int64? in
+        return epochRecord.withLock { record -> Int64? in
             defer { record = (nil, now) }
             return record.pending
-        }) else { return }
+        }
+    }
+
+    /// Loads the device state, lets `change` edit it, and saves it (not synced) when `change` says it changed.
+    private func updateDeviceState(_ change: (inout DeviceState) -> Bool) {
+        let header = self.header.withLock { $0 }
         guard var state = try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID),
-            state.epoch < epoch
+            change(&state)
         else { return }
-        state.epoch = epoch
         try? state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: false)
     }
 
@@ -602,37 +615,44 @@ public final class KeychainFile: Sendable {
 
     /// Remembers in the device state that the files, as they are now, were checked.
     private func recordVerified(_ fingerprint: String) {
-        let header = self.header.withLock { $0 }
-        guard var state = try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID),
-            state.verifiedFiles != fingerprint
-        else { return }
-        state.verifiedFiles = fingerprint
-        try? state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: false)
+        updateDeviceState { state in
+            guard state.verifiedFiles != fingerprint else { return false }
+            state.verifiedFiles = fingerprint
+            return true
+        }
     }
 
     /// Closes the file: advances the device state's epoch, checkpoints the WAL into the database, and, when the
     /// rows were checked at open and every commit since was this process's own, records the files' fingerprint so
-    /// that the next open need not read every row. The handle is unusable afterwards.
+    /// that the next open need not read every row. The handle is unusable afterwards. One state write at most.
     public func close() {
-        flushEpoch()
+        let pendingEpoch = takePendingEpoch()
         let (checked, lastOwnEpoch) = integrity.withLock { $0 }
-        let ours = closed.withLock { closed -> Bool in
-            guard !closed else { return false }
+        let closing = closed.withLock { closed -> (fileEpoch: Int64?, before: String?)? in
+            guard !closed else { return nil }
             closed = true
             let fileEpoch = try? database.read { db in try Manifest.load(db).epoch }
-            let ours = checked && fileEpoch != nil
-                && (lastOwnEpoch == nil ? FileFingerprint.of(url) == currentVerified() : fileEpoch == lastOwnEpoch)
+            let before = FileFingerprint.of(url)
             // SQLite folds the WAL into the database and deletes it at the last close of the file (unless another
             // process has it open): a WAL left behind would be replayed in full by the next process to open it.
             try? database.close()
-            return ours
+            return (fileEpoch, before)
         }
-        if ours, let now = FileFingerprint.of(url) { recordVerified(now) }
-    }
-
-    private func currentVerified() -> String? {
-        let header = self.header.withLock { $0 }
-        return (try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID))?.verifiedFiles
+        let after = FileFingerprint.of(url)
+        updateDeviceState { state in
+            var changed = false
+            if let pendingEpoch, state.epoch < pendingEpoch {
+                state.epoch = pendingEpoch
+                changed = true
+            }
+            if let closing, checked, let fileEpoch = closing.fileEpoch, let after, state.verifiedFiles != after,
+                lastOwnEpoch == nil ? closing.before == state.verifiedFiles : fileEpoch == lastOwnEpoch
+            {
+                state.verifiedFiles = after
+                changed = true
+            }
+            return changed
+        }
     }
 }
 
