@@ -51,6 +51,7 @@ let package = Package(
             dependencies: [
                 .product(name: "KeychainClient", package: root),
                 .product(name: "KeychainCore", package: root),
+                .product(name: "KeychainStorage", package: root),
             ],
             path: "Sources/PeerWorkload"
         ),

@@ -3,6 +3,7 @@
 
     inprocess.py secretstorage prefill N   fills the default gnome-keyring collection (needs its D-Bus session)
     inprocess.py secretstorage run N       adds, finds, updates and deletes N items, one line per operation
+    inprocess.py secretstorage unlock N    locks the collection and unlocks it with its password, N times
     inprocess.py cryptfile prefill N       the same for Python keyring's CryptFileKeyring (keyrings.cryptfile)
     inprocess.py cryptfile run N
 
@@ -36,6 +37,30 @@ def secretstorage_store():
     return add, find, update, delete
 
 
+def secretstorage_unlock(count):
+    """Times gnome-keyring's unlock with the password, as the login session does it: the Secret Service's own
+    Unlock asks through a prompt window, so this calls the daemon's UnlockWithMasterPassword, which
+    gnome-keyring offers for exactly this."""
+    import secretstorage
+    from jeepney import DBusAddress, new_method_call
+    from secretstorage.util import format_secret, open_session
+
+    connection = secretstorage.dbus_init()
+    collection = secretstorage.get_default_collection(connection)
+    session = open_session(connection)
+    internal = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
+                           interface="org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface")
+    for _ in range(count):
+        collection.lock()
+        start = time.perf_counter_ns()
+        secret = format_secret(session, b"bench-password", "text/plain")
+        connection.send_and_get_reply(new_method_call(
+            internal, "UnlockWithMasterPassword", "o(oayays)", (collection.collection_path, secret)))
+        elapsed = (time.perf_counter_ns() - start) // 1000
+        assert not collection.is_locked()
+        print(f"secretstorage (in-process)\tunlock\t{elapsed}")
+
+
 def cryptfile_store():
     from keyrings.cryptfile.cryptfile import CryptFileKeyring
 
@@ -56,6 +81,9 @@ def cryptfile_store():
 
 def main():
     store, action, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if (store, action) == ("secretstorage", "unlock"):
+        secretstorage_unlock(count)
+        return
     add, find, update, delete = {"secretstorage": secretstorage_store, "cryptfile": cryptfile_store}[store]()
     if action == "prefill":
         for i in range(count):

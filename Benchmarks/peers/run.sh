@@ -5,14 +5,18 @@
 #   in-process:                our native API (Benchmarks' PeerWorkload), Python secretstorage against the same
 #                              gnome-keyring, Python keyring with keyrings.cryptfile.
 # Every store lives in a fresh temporary HOME and is first filled with STORE items; then OPS items are added, found,
-# updated and deleted, each operation timed on its own.
-#   Benchmarks/peers/run.sh [OPS] [STORE]       (default 200 and 1000; the long run: 1000 10000)
+# updated and deleted, each operation timed on its own; then the store is locked and unlocked UNLOCKS times where it
+# has a password to unlock with.
+#   Benchmarks/peers/run.sh [OPS] [STORE]       (default 200 and 1000; the long runs: 1000 1000 and 1000 10000)
 # Prints the tables for docs/PERFORMANCE.md and writes the chart to docs/peers-latency.png.
 set -euo pipefail
 ops="${1:-200}"
 store="${2:-1000}"
-# keyrings.cryptfile runs Argon2 on every operation (about 0.4 s each): a few dozen operations tell its cost.
+# keyrings.cryptfile runs Argon2 on every operation (about 0.4 s each) and keepassxc-cli its key derivation (tuned to
+# 0.1 s) in every process: a few dozen / a few hundred operations tell their cost.
 cryptfile_ops=$(( ops < 20 ? ops : 20 ))
+keepassxc_ops=$(( ops < 200 ? ops : 200 ))
+unlocks=20
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
@@ -37,11 +41,11 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 results="$work/results.tsv"
 
-# time_ops NAME OP -- runs "$OP i" for i in 1..ops and records each one's microseconds (bash's own clock, so that
-# no extra process is started inside the measurement).
+# time_ops NAME OP [COUNT] -- runs "$OP i" for i in 1..COUNT (default: ops) and records each one's microseconds
+# (bash's own clock, so that no extra process is started inside the measurement).
 time_ops() {
     local name="$1" op="$2"
-    for i in $(seq 1 "$ops"); do
+    for i in $(seq 1 "${3:-$ops}"); do
         local t0 t1
         t0=${EPOCHREALTIME/./}
         "$op" "$i" >/dev/null 2>&1 || echo "failed: $name $op $i" >&2
@@ -53,8 +57,10 @@ time_ops() {
 disk_report() {  # NAME DIR ITEMS
     local bytes
     bytes=$(du -sb "$2" | cut -f1)
+    # Readable = in a file's bytes or in a file's name (pass names its files after the entries).
     local readable=no
-    if grep -rqa "bench-account-1" "$2" 2>/dev/null || grep -rqa "bench-service" "$2" 2>/dev/null; then readable=yes; fi
+    if grep -rqa -e "bench-account-1" -e "bench-service" "$2" 2>/dev/null \
+        || find "$2" | grep -q -e "bench-account-1" -e "bench-service"; then readable=yes; fi
     printf '%s\tbytes-per-item\t%s\n%s\tnames-readable\t%s\n' "$1" "$(( bytes / $3 ))" "$1" "$readable" >> "$results"
 }
 
@@ -70,13 +76,18 @@ for op in op_add op_find op_update; do time_ops security "$op"; done
 disk_report security "$work/ours" $(( store + ops ))
 time_ops security op_delete
 "$workload" run "$ops" >> "$results"
+# Unlock: PeerWorkload creates the keychain "bench-unlock" with a password and times unlocks in-process; each
+# `security unlock-keychain` process reads the password from standard input.
+"$workload" unlock "$unlocks" >> "$results"
+op_unlock() { printf 'bench-password\n' | "$security" unlock-keychain bench-unlock; }
+time_ops security op_unlock "$unlocks"
 unset XDG_DATA_HOME XDG_STATE_HOME XDG_CONFIG_HOME
 
 # --- gnome-keyring through secret-tool, one process per operation, in a private D-Bus session.
 mkdir -p "$work/gk"
 export -f time_ops disk_report
 mkdir -p "$work/gk/run" && chmod 700 "$work/gk/run"
-HOME="$work/gk" XDG_DATA_HOME="$work/gk/data" XDG_RUNTIME_DIR="$work/gk/run" ops="$ops" store="$store" \
+HOME="$work/gk" XDG_DATA_HOME="$work/gk/data" XDG_RUNTIME_DIR="$work/gk/run" ops="$ops" store="$store" unlocks="$unlocks" \
     results="$results" here="$here" \
     dbus-run-session -- bash -c 2>"$work/gk/dbus.log" '
     set -e
@@ -91,6 +102,7 @@ HOME="$work/gk" XDG_DATA_HOME="$work/gk/data" XDG_RUNTIME_DIR="$work/gk/run" ops
     disk_report secret-tool "$XDG_DATA_HOME" $(( store + ops ))
     time_ops secret-tool op_delete
     python3 "$here/inprocess.py" secretstorage run "$ops" >> "$results"
+    python3 "$here/inprocess.py" secretstorage unlock "$unlocks" >> "$results"
 '
 
 # --- pass, with a passphrase-less GnuPG key, one process per operation.
@@ -129,12 +141,15 @@ op_add() { printf 'bench-password\npassword-%s\n' "$1" | keepassxc-cli add -q -u
 op_find() { printf 'bench-password\n' | keepassxc-cli show -q -s -a Password "$kdbx" "bench-service/bench-account-$1"; }
 op_update() { printf 'bench-password\nchanged-%s\n' "$1" | keepassxc-cli edit -q -p "$kdbx" "bench-service/bench-account-$1"; }
 op_delete() { printf 'bench-password\n' | keepassxc-cli rm -q "$kdbx" "bench-service/bench-account-$1"; }
-for op in op_add op_find op_update; do time_ops keepassxc-cli "$op"; done
-disk_report keepassxc-cli "$work/kp" $(( store + ops ))
-time_ops keepassxc-cli op_delete
+for op in op_add op_find op_update; do time_ops keepassxc-cli "$op" "$keepassxc_ops"; done
+disk_report keepassxc-cli "$work/kp" $(( store + keepassxc_ops ))
+time_ops keepassxc-cli op_delete "$keepassxc_ops"
+# Unlock: opening the database with its password (key derivation, then decrypting and parsing the whole file).
+op_unlock() { printf 'bench-password\n' | keepassxc-cli db-info -q "$kdbx"; }
+time_ops keepassxc-cli op_unlock "$unlocks"
 
 # --- Python keyring with keyrings.cryptfile, in-process (empty store: each operation rewrites the whole file).
 HOME="$work/cf" XDG_DATA_HOME="$work/cf/data" python3 "$here/inprocess.py" cryptfile run "$cryptfile_ops" >> "$results"
 
 cp "$results" "${PEERS_RESULTS:-/dev/null}" 2>/dev/null || true
-python3 "$here/report.py" "$results" "$ops" "$store" "$root/docs/peers-latency.png"
+python3 "$here/report.py" "$results" "$ops" "$store" "$root/docs/peers-latency-$store.png"

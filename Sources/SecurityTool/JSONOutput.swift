@@ -10,7 +10,7 @@ enum JSONOutput {
         for (code, value) in ItemRules.returnedAttributes(of: item) {
             switch value {
             case .string(let s): attributes[code] = s
-            case .data(let d): attributes[code] = String(data: d, encoding: .utf8) ?? d.base64EncodedString()
+            case .data(let d): attributes[code] = String(validating: d, as: UTF8.self) ?? d.base64EncodedString()
             case .number(let n): attributes[code] = n
             case .date(let t): attributes[code] = formatter.string(from: Date(timeIntervalSinceReferenceDate: t))
             }

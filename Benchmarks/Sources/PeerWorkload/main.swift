@@ -1,16 +1,19 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainStorage
 
 // The peer workload through the native API, in-process, on the user's default keychain (the same `login` keychain
 // the `security` command uses, under the XDG directories of the environment).
 //   PeerWorkload prefill N    adds N items ("fill-account-i", service "bench-fill") in one process
 //   PeerWorkload run N        adds, finds, updates and deletes N items, printing one line per operation:
 //                             "native-api <TAB> op <TAB> microseconds"
+//   PeerWorkload unlock N     creates a keychain with a password beside it and times N unlocks of it (lock, then
+//                             unlock: scrypt and the keybag), printed the same way
 
 let arguments = CommandLine.arguments.dropFirst()
 guard arguments.count == 2, let count = Int(arguments.last!) else {
-    FileHandle.standardError.write(Data("usage: PeerWorkload prefill|run N\n".utf8))
+    FileHandle.standardError.write(Data("usage: PeerWorkload prefill|run|unlock N\n".utf8))
     exit(2)
 }
 let client: KeychainClient
@@ -69,8 +72,24 @@ case "run":
     for i in 1...count {
         timed("delete") { try client.delete(item("bench-service", "native-account-\(i)")) }
     }
+case "unlock":
+    let locations = KeychainLocations.current()
+    let password = SecretBytes(utf8: "bench-password")
+    do {
+        let file = try KeychainFile.create(
+            at: locations.url(forKeychain: "bench-unlock"), password: password,
+            configuration: KeychainFile.Configuration(stateDirectory: locations.stateDirectory))
+        for _ in 1...count {
+            file.lock()
+            timed("unlock") { try file.unlock(password: password) }
+        }
+        file.close()
+    } catch {
+        FileHandle.standardError.write(Data("unlock: \(error.message)\n".utf8))
+        exit(1)
+    }
 default:
-    FileHandle.standardError.write(Data("usage: PeerWorkload prefill|run N\n".utf8))
+    FileHandle.standardError.write(Data("usage: PeerWorkload prefill|run|unlock N\n".utf8))
     exit(2)
 }
 OpenKeychains.shared.closeAll()

@@ -16,7 +16,7 @@ public enum AttributeValue: Hashable, Sendable {
     public var stringValue: String? {
         switch self {
         case .string(let s): s
-        case .data(let d): String(data: d, encoding: .utf8)
+        case .data(let d): String(validating: d, as: UTF8.self)
         default: nil
         }
     }

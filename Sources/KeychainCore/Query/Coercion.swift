@@ -28,7 +28,7 @@ enum Coercion {
             switch value {
             case .string(let s): return .string(s)
             case .data(let d):
-                guard let s = String(data: d, encoding: .utf8) else { throw bad() }
+                guard let s = String(validating: d, as: UTF8.self) else { throw bad() }
                 return .string(s)
             case .uuid(let u): return .string(u.uuidString)
             default: throw bad()

@@ -68,7 +68,7 @@ public struct SecretBytes: Sendable {
     public func unprotectedData() -> Data { withUnsafeBytes { Data($0) } }
 
     /// A `String` copy if the bytes are UTF-8. The copy is not wiped.
-    public func unprotectedString() -> String? { withUnsafeBytes { String(bytes: $0, encoding: .utf8) } }
+    public func unprotectedString() -> String? { withUnsafeBytes { String(validating: $0, as: UTF8.self) } }
 }
 
 extension SecretBytes: Equatable {

@@ -91,7 +91,7 @@ enum ItemCodec {
             defer { offset += Int(n) }
             return Array(bytes[offset..<offset + Int(n)])
         }
-        mutating func string() -> String? { blob().flatMap { String(bytes: $0, encoding: .utf8) } }
+        mutating func string() -> String? { blob().flatMap { String(validating: $0, as: UTF8.self) } }
     }
 }
 

@@ -16,10 +16,10 @@ struct FileHeader: Sendable {
 /// Keys that need only the device key: blind indexes, manifest, device state, and the KEK of the Always classes.
 struct DeviceKeys: Sendable {
     let deviceKEK: SymmetricKey
-    let primaryIndexKey: SymmetricKey
-    let groupIndexKey: SymmetricKey
-    let accountIndexKey: SymmetricKey
-    let serviceIndexKey: SymmetricKey
+    let primaryIndex: BlindIndex
+    let groupIndex: BlindIndex
+    let accountIndex: BlindIndex
+    let serviceIndex: BlindIndex
     let manifestKey: SymmetricKey
     let stateKey: SymmetricKey
 
@@ -30,17 +30,26 @@ struct DeviceKeys: Sendable {
             return Sealing.hkdf(deviceKey, salt: header.dbSalt, info: info)
         }
         deviceKEK = derive("kek/dev", uuid: true)
-        primaryIndexKey = derive("bidx/primary")
-        groupIndexKey = derive("bidx/agrp")
-        accountIndexKey = derive("bidx/acct")
-        serviceIndexKey = derive("bidx/svce")
+        primaryIndex = BlindIndex(key: derive("bidx/primary"))
+        groupIndex = BlindIndex(key: derive("bidx/agrp"))
+        accountIndex = BlindIndex(key: derive("bidx/acct"))
+        serviceIndex = BlindIndex(key: derive("bidx/svce"))
         manifestKey = derive("manifest")
         stateKey = derive("state")
     }
+}
 
-    /// A keyed blind index: HMAC-SHA256 truncated to 16 bytes.
-    static func index(_ bytes: [UInt8], key: SymmetricKey) -> Data {
-        Data(HMAC<SHA256>.authenticationCode(for: bytes, using: key).prefix(16))
+/// A keyed blind index: HMAC-SHA256 truncated to 16 bytes. Holds the HMAC already keyed (its inner and outer
+/// hashers past the padded key), so each index costs the message's hashing only, not the key schedule again.
+struct BlindIndex: Sendable {
+    private let keyed: HMAC<SHA256>
+
+    init(key: SymmetricKey) { keyed = HMAC(key: key) }
+
+    func callAsFunction(_ bytes: [UInt8]) -> Data {
+        var mac = keyed  // a copy: the hashers are copied on write, the keyed state stays as it is
+        mac.update(data: bytes)
+        return Data(mac.finalize().prefix(16))
     }
 }
 

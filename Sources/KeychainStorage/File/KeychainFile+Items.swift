@@ -64,7 +64,8 @@ extension KeychainFile {
         let found = try read { db -> [FoundItem] in
             var out: [FoundItem] = []
             let cursor = try candidates(for: query, db: db)
-            while let row = try cursor.next() {
+            while let next = try cursor.next() {
+                let row = try ItemRow(next)
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
                 if try !authorize(item, query, db: db) { continue }
@@ -99,11 +100,10 @@ extension KeychainFile {
                 var newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
                 if update.accessControl != nil { try bindEnrolment(&newItem) }
                 let secret = try update.valueData ?? openSecret(row, item: item, query: query)
-                let generation: Int64 = try row.required("gen")
                 let appPassword = try applicationPasswordForWriting(newItem, query)
-                let sealed = try seal(newItem, secret: secret, generation: generation + 1, applicationPassword: appPassword)
-                changes.removed.append(try contribution(of: row))
-                try replace(rowID: try row.required("rowid"), with: sealed, db: db, changes: &changes)
+                let sealed = try seal(newItem, secret: secret, generation: row.generation + 1, applicationPassword: appPassword)
+                changes.removed.append(contribution(of: row))
+                try replace(rowID: row.rowID, with: sealed, db: db, changes: &changes)
                 updated += 1
             }
             if updated == 0 { throw KeychainError.itemNotFound() }
@@ -128,8 +128,8 @@ extension KeychainFile {
                 if case .requires = item.accessControl?.constraint(for: .delete) {
                     guard try authorize(item, query, db: db) else { continue }
                 }
-                try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [try row.required("rowid", as: Int64.self)])
-                changes.removed.append(try contribution(of: row))
+                try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
+                changes.removed.append(contribution(of: row))
                 deleted += 1
             }
             if deleted == 0 { throw KeychainError.itemNotFound() }
@@ -144,9 +144,10 @@ extension KeychainFile {
         applyAutoLock()
         return try read { db in
             var out: [FoundItem] = []
-            let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM items ORDER BY rowid")
-            while let row = try cursor.next() {
-                guard let cls = Accessibility(rawValue: try row.required("class")), classKey(cls) != nil else { continue }
+            let cursor = try Row.fetchCursor(db, sql: "SELECT \(ItemRow.columns) FROM items ORDER BY rowid")
+            while let next = try cursor.next() {
+                let row = try ItemRow(next)
+                guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
                 var secret: SecretBytes?
                 if includingSecrets && item.accessControl == nil { secret = try openSecret(row, item: item, query: nil) }
@@ -346,10 +347,10 @@ extension KeychainFile {
                 primaryIndex: s.primaryIndex, key: deviceKeys.manifestKey))
     }
 
-    private func contribution(of row: Row) throws(KeychainError) -> [UInt8] {
+    private func contribution(of row: ItemRow) -> [UInt8] {
         Manifest.contribution(
-            uuid: try row.required("uuid"), kind: try row.required("kind"), accessibility: try row.required("class"), sync: try row.required("sync"),
-            generation: try row.required("gen"), primaryIndex: try row.required("primary_index"), key: deviceKeys.manifestKey)
+            uuid: row.uuid, kind: row.kind, accessibility: row.accessibility, sync: row.sync,
+            generation: row.generation, primaryIndex: row.primaryIndex, key: deviceKeys.manifestKey)
     }
 
     func classKey(_ cls: Accessibility) -> (SymmetricKey, SymmetricKey)? {
@@ -397,7 +398,7 @@ extension KeychainFile {
         let uuid = uuidData(item.uuid)
         let kind = item.itemClass.rawValue
         let sync: Int64 = item.isSynchronizable ? 1 : 0
-        let primaryIndex = DeviceKeys.index(item.primaryKeyBytes, key: deviceKeys.primaryIndexKey)
+        let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
         let accountCode = Self.accountCode(item.itemClass) ?? "acct"
         let serviceCode = Self.serviceCode(item.itemClass) ?? "svce"
         do {
@@ -429,13 +430,11 @@ extension KeychainFile {
             return SealedItem(
                 uuid: uuid, kind: kind, accessibility: cls.rawValue, sync: sync, generation: generation,
                 primaryIndex: primaryIndex,
-                groupIndex: DeviceKeys.index(Array(item.accessGroup.utf8), key: deviceKeys.groupIndexKey),
-                accountIndex: DeviceKeys.index(
-                    indexBytes(item.effectiveValue(accountCode), code: accountCode, cls: item.itemClass),
-                    key: deviceKeys.accountIndexKey),
-                serviceIndex: DeviceKeys.index(
-                    indexBytes(item.effectiveValue(serviceCode), code: serviceCode, cls: item.itemClass),
-                    key: deviceKeys.serviceIndexKey),
+                groupIndex: deviceKeys.groupIndex(Array(item.accessGroup.utf8)),
+                accountIndex: deviceKeys.accountIndex(
+                    indexBytes(item.effectiveValue(accountCode), code: accountCode, cls: item.itemClass)),
+                serviceIndex: deviceKeys.serviceIndex(
+                    indexBytes(item.effectiveValue(serviceCode), code: serviceCode, cls: item.itemClass)),
                 meta: meta, wrappedKey: wrappedKey, secret: sealedSecret)
         } catch let error as KeychainError {
             throw error
@@ -454,52 +453,48 @@ extension KeychainFile {
     }
 
     /// Decrypts a row's metadata; its class key must be available.
-    func openMeta(_ row: Row) throws(KeychainError) -> (Item, Accessibility) {
+    func openMeta(_ row: ItemRow) throws(KeychainError) -> (Item, Accessibility) {
         let header = self.header.withLock { $0 }
-        guard let clsCode = row.optional("class", as: String.self), let cls = Accessibility(rawValue: clsCode),
-            let kindCode = row.optional("kind", as: String.self), let itemClass = ItemClass(rawValue: kindCode),
-            let uuidBytes = row.optional("uuid", as: Data.self), let sync = row.optional("sync", as: Int64.self), let gen = row.optional("gen", as: Int64.self),
-            let meta = row.optional("meta", as: Data.self), row.optional("wrapped_key", as: Data.self) != nil, row.optional("secret", as: Data.self) != nil,
-            row.optional("primary_index", as: Data.self) != nil
-        else { throw KeychainError.decode("row") }
+        guard let cls = Accessibility(rawValue: row.accessibility), let itemClass = ItemClass(rawValue: row.kind) else {
+            throw KeychainError.decode("row")
+        }
         guard let (_, metaKey) = classKey(cls) else { throw lockedError(cls) }
         var aad = AAD("kc1/meta")
-        aad.append(header.dbUUID); aad.append(uuidBytes); aad.append(kindCode); aad.append(cls.rawValue)
-        aad.append(sync); aad.append(gen)
-        let plain = try Sealing.open(meta, key: metaKey, aad: aad.bytes)
+        aad.append(header.dbUUID); aad.append(row.uuid); aad.append(row.kind); aad.append(cls.rawValue)
+        aad.append(row.sync); aad.append(row.generation)
+        let plain = try Sealing.open(row.meta, key: metaKey, aad: aad.bytes)
         let item: Item
-        do { item = try ItemCodec.decode(plain, itemClass: itemClass, uuid: try uuid(uuidBytes)) } catch {
+        do { item = try ItemCodec.decode(plain, itemClass: itemClass, uuid: try uuid(row.uuid)) } catch {
             throw KeychainError.decode("metadata")
         }
         // The clear columns must agree with what the sealed metadata says.
-        guard item.accessibility == cls, (item.isSynchronizable ? 1 : 0) == sync else {
+        guard item.accessibility == cls, (item.isSynchronizable ? 1 : 0) == row.sync else {
             throw KeychainError.decode("row does not match its metadata")
         }
         return (item, cls)
     }
 
     /// Decrypts a row's secret: unwrap the item key with the class key, then open the secret.
-    func openSecret(_ row: Row, item: Item, query: ItemQuery?) throws(KeychainError) -> SecretBytes {
+    func openSecret(_ row: ItemRow, item: Item, query: ItemQuery?) throws(KeychainError) -> SecretBytes {
         let header = self.header.withLock { $0 }
         let cls = item.accessibility
         guard let (classKey, _) = classKey(cls) else { throw lockedError(cls) }
-        let uuidBytes: Data = try row.required("uuid")
-        let generation: Int64 = try row.required("gen")
+        let uuidBytes = row.uuid
+        let generation = row.generation
         let rawKey = try Sealing.open(
-            try row.required("wrapped_key"), key: classKey,
+            row.wrappedKey, key: classKey,
             aad: itemKeyAAD(header: header, uuid: uuidBytes, cls: cls, generation: generation,
-                            primaryIndex: try row.required("primary_index")))
+                            primaryIndex: row.primaryIndex))
         var keyData = rawKey
         if item.accessControl?.needsApplicationPassword == true {
             keyData = try unwrapApplicationLayer(rawKey, item: item, query: query, header: header, uuid: uuidBytes,
                                                  generation: generation)
         }
         let itemKey = SymmetricKey(data: keyData)
-        let meta: Data = try row.required("meta")
         var aad = AAD("kc1/sec")
         aad.append(header.dbUUID); aad.append(uuidBytes); aad.append(item.itemClass.rawValue)
-        aad.append(cls.rawValue); aad.append(generation); aad.append(Data(SHA256.hash(data: meta)))
-        var padded = try Sealing.open(try row.required("secret"), key: itemKey, aad: aad.bytes)
+        aad.append(cls.rawValue); aad.append(generation); aad.append(Data(SHA256.hash(data: row.meta)))
+        var padded = try Sealing.open(row.secret, key: itemKey, aad: aad.bytes)
         return try SecretPadding.unpad(&padded)
     }
 
@@ -548,10 +543,13 @@ extension KeychainFile {
         return try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
     }
 
-    /// The candidates as copies, for calls that change rows while going through them.
-    private func candidateRows(for query: ItemQuery, db: Database) throws -> [Row] {
+    /// The candidates read in full first, for calls that change rows while going through them.
+    private func candidateRows(for query: ItemQuery, db: Database) throws -> [ItemRow] {
         let (sql, arguments) = candidateSQL(for: query)
-        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+        let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+        var rows: [ItemRow] = []
+        while let next = try cursor.next() { rows.append(try ItemRow(next)) }
+        return rows
     }
 
     private func candidateSQL(for query: ItemQuery) -> (String, StatementArguments) {
@@ -568,15 +566,15 @@ extension KeychainFile {
         }
         if let group = query.accessGroup {
             clauses.append("group_index = ?")
-            arguments.append(DeviceKeys.index(Array(group.utf8), key: deviceKeys.groupIndexKey))
+            arguments.append(deviceKeys.groupIndex(Array(group.utf8)))
         }
         if let code = Self.serviceCode(query.itemClass), let value = query.attributes[code] {
             clauses.append("service_index = ?")
-            arguments.append(DeviceKeys.index(indexBytes(value, code: code, cls: query.itemClass), key: deviceKeys.serviceIndexKey))
+            arguments.append(deviceKeys.serviceIndex(indexBytes(value, code: code, cls: query.itemClass)))
         }
         if let code = Self.accountCode(query.itemClass), let value = query.attributes[code] {
             clauses.append("account_index = ?")
-            arguments.append(DeviceKeys.index(indexBytes(value, code: code, cls: query.itemClass), key: deviceKeys.accountIndexKey))
+            arguments.append(deviceKeys.accountIndex(indexBytes(value, code: code, cls: query.itemClass)))
         }
         if let ref = query.persistentReference {
             switch ref.identifier {
@@ -588,7 +586,7 @@ extension KeychainFile {
                 arguments.append(r)
             }
         }
-        let sql = "SELECT * FROM items WHERE " + clauses.joined(separator: " AND ") + " ORDER BY rowid"
+        let sql = "SELECT \(ItemRow.columns) FROM items WHERE " + clauses.joined(separator: " AND ") + " ORDER BY rowid"
         return (sql, StatementArguments(arguments))
     }
 }

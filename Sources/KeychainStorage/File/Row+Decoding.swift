@@ -10,8 +10,10 @@ extension Row {
         do { return try decode(Value.self, forColumn: column) } catch { throw KeychainError.decode("column \(column)") }
     }
 
-    /// The value of `column`, or nil when it is missing, NULL or of another type.
-    func optional<Value: DatabaseValueConvertible>(_ column: String, as type: Value.Type = Value.self) -> Value? {
-        (try? decode(Value?.self, forColumn: column)) ?? nil
+    /// The value at position `index` of the select list, checked the same way.
+    func required<Value: DatabaseValueConvertible>(at index: Int, as type: Value.Type = Value.self)
+        throws(KeychainError) -> Value
+    {
+        do { return try decode(Value.self, atIndex: index) } catch { throw KeychainError.decode("column \(index)") }
     }
 }
