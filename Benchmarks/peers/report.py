@@ -90,7 +90,7 @@ if chart:
     import matplotlib.pyplot as plt
 
     stores = PER_PROCESS + IN_PROCESS
-    fig, ax = plt.subplots(figsize=(11, 5.5))
+    fig, ax = plt.subplots(figsize=(13, 5.5))
     width = 0.8 / len(stores)
     for index, store in enumerate(stores):
         values = [median(store, op) or 0 for op in WORKLOAD]
@@ -99,8 +99,8 @@ if chart:
     ax.set_yscale("log")
     ax.set_xticks(range(len(WORKLOAD)), WORKLOAD)
     ax.set_ylabel("median milliseconds per operation (log scale)")
-    ax.set_title(f"Per-operation latency by store ({store_size}-item store, {ops_count} operations each)")
-    ax.legend(fontsize=8, ncols=2)
+    ax.set_title(f"Per-operation latency by store ({store_size}-item store, up to {ops_count} operations each)")
+    ax.legend(fontsize=8, ncols=2, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(chart, dpi=110)

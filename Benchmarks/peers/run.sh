@@ -15,7 +15,7 @@ store="${2:-1000}"
 # keyrings.cryptfile runs Argon2 on every operation (about 0.4 s each) and keepassxc-cli its key derivation (tuned to
 # 0.1 s) in every process: a few dozen / a few hundred operations tell their cost.
 cryptfile_ops=$(( ops < 20 ? ops : 20 ))
-keepassxc_ops=$(( ops < 200 ? ops : 200 ))
+keepassxc_ops=${KEEPASSXC_OPS:-$(( ops < 200 ? ops : 200 ))}
 unlocks=20
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

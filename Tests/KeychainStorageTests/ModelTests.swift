@@ -27,8 +27,11 @@ struct ModelTests {
     func run(_ codes: [Int]) throws {
         let t = try TestFile()
         var model: [Key: String] = [:]
+        // Names that differ only by bytes a careless decoder loses: a byte-order mark, a NUL, letter case.
+        let accounts = ["acct", "\u{FEFF}acct", "acct\u{0}", "ACCT"]
+        let services = ["svce", "\u{FEFF}svce", "svce \u{1F511}"]
         func q(_ k: Key) -> [String: QueryValue] {
-            ["class": "genp", "acct": .string("acct\(k.account)"), "svce": .string("svce\(k.service)")]
+            ["class": "genp", "acct": .string(accounts[k.account]), "svce": .string(services[k.service])]
         }
         for code in codes {
             let op = code % 6
@@ -61,7 +64,7 @@ struct ModelTests {
                 let s = status {
                     try t.file.update(
                         QueryParser.parse(q(key), for: .update),
-                        with: QueryParser.parseUpdate(["acct": .string("acct\(target.account)")], itemClass: .genericPassword),
+                        with: QueryParser.parseUpdate(["acct": .string(accounts[target.account])], itemClass: .genericPassword),
                         caller: t.caller)
                 }
                 if model[key] == nil { #expect(s == -25300) } else if model[target] != nil { #expect(s == -25299) } else {
@@ -83,7 +86,7 @@ struct ModelTests {
             default:
                 let expected = model.keys.filter { $0.service == key.service }.count
                 let s = status {
-                    let found = try t.search(["class": "genp", "svce": .string("svce\(key.service)"), "m_Limit": "m_LimitAll"])
+                    let found = try t.search(["class": "genp", "svce": .string(services[key.service]), "m_Limit": "m_LimitAll"])
                     #expect(found.count == expected)
                 }
                 #expect(s == (expected == 0 ? -25300 : 0))
