@@ -11,9 +11,10 @@ import KeychainStorage
 //   PeerWorkload unlock N     creates a keychain with a password beside it and times N unlocks of it (lock, then
 //                             unlock: scrypt and the keybag), printed the same way
 
+let usage = "usage: PeerWorkload prefill|run|unlock N\n"
 let arguments = CommandLine.arguments.dropFirst()
 guard arguments.count == 2, let count = Int(arguments.last!) else {
-    FileHandle.standardError.write(Data("usage: PeerWorkload prefill|run|unlock N\n".utf8))
+    FileHandle.standardError.write(Data(usage.utf8))
     exit(2)
 }
 let client: KeychainClient
@@ -89,7 +90,7 @@ case "unlock":
         exit(1)
     }
 default:
-    FileHandle.standardError.write(Data("usage: PeerWorkload prefill|run|unlock N\n".utf8))
+    FileHandle.standardError.write(Data(usage.utf8))
     exit(2)
 }
 OpenKeychains.shared.closeAll()

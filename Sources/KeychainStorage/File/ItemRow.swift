@@ -35,3 +35,8 @@ struct ItemRow {
         secret = try row.required(at: 9)
     }
 }
+
+extension RowCursor {
+    /// The next row of an `ItemRow.columns` select, decoded; nil at the end.
+    func nextItemRow() throws -> ItemRow? { try next().map { row throws(KeychainError) in try ItemRow(row) } }
+}

@@ -64,8 +64,7 @@ extension KeychainFile {
         let found = try read { db -> [FoundItem] in
             var out: [FoundItem] = []
             let cursor = try candidates(for: query, db: db)
-            while let next = try cursor.next() {
-                let row = try ItemRow(next)
+            while let row = try cursor.nextItemRow() {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
                 if try !authorize(item, query, db: db) { continue }
@@ -145,8 +144,7 @@ extension KeychainFile {
         return try read { db in
             var out: [FoundItem] = []
             let cursor = try Row.fetchCursor(db, sql: "SELECT \(ItemRow.columns) FROM items ORDER BY rowid")
-            while let next = try cursor.next() {
-                let row = try ItemRow(next)
+            while let row = try cursor.nextItemRow() {
                 guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
                 var secret: SecretBytes?
@@ -548,7 +546,7 @@ extension KeychainFile {
         let (sql, arguments) = candidateSQL(for: query)
         let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
         var rows: [ItemRow] = []
-        while let next = try cursor.next() { rows.append(try ItemRow(next)) }
+        while let row = try cursor.nextItemRow() { rows.append(row) }
         return rows
     }
 
