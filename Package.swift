@@ -46,10 +46,12 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // A tiny C shim for what Swift cannot call: prctl (variadic). Later also SO_PEERCRED for the daemon.
+        .target(name: "CKeychainLinux"),
         // What every front end calls: the native Swift API and the embedded backend.
         .target(
             name: "KeychainClient",
-            dependencies: ["KeychainCore", "KeychainStorage"],
+            dependencies: ["KeychainCore", "KeychainStorage", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, CF stand-ins. No rules of its own.

@@ -1,7 +1,6 @@
 import Foundation
 import KeychainClient
 import KeychainCore
-import KeychainStorage
 
 // docker-credential-keychain: docker's credential helper protocol (store / get / erase / list / version), storing
 // internet-password items the way docker-credential-osxkeychain does (label "Docker Credentials").
@@ -21,26 +20,90 @@ struct Credentials: Codable {
     var Secret: String
 }
 
-/// Errors go to standard output, with exit status 1, as docker's helpers do.
+/// Errors go to standard output, with exit status 1, as docker's helpers do (docker reads the text).
 func fail(_ message: String) -> Never {
     FileHandle.standardOutput.write(Data((message + "\n").utf8))
     exit(1)
 }
 
-/// The parts of a server URL that identify the item. Without a scheme, https is assumed; port and path are used
-/// when given, and match any when not.
-func parts(_ serverURL: String) -> [String: QueryValue]? {
-    let text = serverURL.contains("://") ? serverURL : "https://" + serverURL
-    guard let url = URLComponents(string: text), let host = url.host, !host.isEmpty else { return nil }
-    var q: [String: QueryValue] = ["class": "inet", "srvr": .string(host)]
-    switch url.scheme?.lowercased() {
-    case "https": q["ptcl"] = "htps"
-    case "http": q["ptcl"] = "http"
-    default: return nil
+let notFound = "credentials not found in native keychain"
+
+/// A registry address as docker's helpers read it (their `registryurl.Parse`): no scheme or `//` means https;
+/// only http and https are allowed; the query is dropped; an empty path and a missing port match any.
+struct ServerAddress {
+    var isHTTP: Bool
+    var host: String
+    var port: Int64?
+    var path: String
+
+    init(parsing text: String) throws(AddressError) {
+        var rest = Substring(text)
+        var scheme = ""
+        if let range = rest.range(of: "://") {
+            scheme = rest[..<range.lowerBound].lowercased()
+            rest = rest[range.upperBound...]
+        } else if rest.hasPrefix("//") {
+            rest = rest.dropFirst(2)
+        }
+        guard scheme == "" || scheme == "http" || scheme == "https" else {
+            throw AddressError("unsupported scheme: \(scheme)")
+        }
+        isHTTP = scheme == "http"
+        if let end = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
+        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        path = String(rest[authorityEnd...])
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        var portText: Substring = ""
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw AddressError("missing ']' in host") }
+            host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw AddressError("invalid port \"\(after)\" after host") }
+                portText = after.dropFirst()
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = String(authority[..<colon])
+            portText = authority[authority.index(after: colon)...]
+        } else {
+            host = String(authority)
+        }
+        if portText.isEmpty {
+            port = nil
+        } else {
+            guard portText.allSatisfy(\.isASCII), portText.allSatisfy(\.isNumber), let value = Int64(portText),
+                value <= 65535
+            else { throw AddressError("invalid port \":\(portText)\" after host") }
+            port = value
+        }
+        guard !host.isEmpty else { throw AddressError("no hostname in URL") }
     }
-    if let port = url.port { q["port"] = .int(Int64(port)) }
-    if !url.path.isEmpty && url.path != "/" { q["path"] = .string(url.path) }
-    return q
+
+    /// The attributes that select this address's credentials (docker's own label only: git's items for the same
+    /// host are internet passwords too, and docker must not read or remove them).
+    var query: [String: QueryValue] {
+        var q: [String: QueryValue] = [
+            "class": "inet", "labl": .string(label), "ptcl": isHTTP ? "http" : "htps", "srvr": .string(host),
+        ]
+        if let port { q["port"] = .int(port) }
+        if !path.isEmpty { q["path"] = .string(path) }
+        return q
+    }
+}
+
+struct AddressError: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+func address(_ text: String) -> ServerAddress {
+    if text.isEmpty { fail("no credentials server URL") }
+    do {
+        return try ServerAddress(parsing: text)
+    } catch {
+        fail(error.message)
+    }
 }
 
 func readInput() -> String {
@@ -57,28 +120,33 @@ func run(_ operation: String) throws(KeychainError) {
         guard let creds = try? JSONDecoder().decode(Credentials.self, from: Data(readInput().utf8)) else {
             fail("credentials are malformed")
         }
-        guard let q = parts(creds.ServerURL) else { fail("no credentials server URL") }
-        try client().upsert(q, secret: SecretBytes(utf8: creds.Secret),
-                            attributes: ["labl": .string(label), "acct": .string(creds.Username)])
+        if creds.ServerURL.isEmpty { fail("no credentials server URL") }
+        if creds.Username.isEmpty { fail("no credentials username") }
+        let server = address(creds.ServerURL)
+        // As docker's helpers do: whatever this address held goes, in the same transaction as the new item lands.
+        var item = server.query
+        item["path"] = .string(server.path)
+        item["acct"] = .string(creds.Username)
+        item["atyp"] = "dflt"
+        item["v_Data"] = .data(Data(creds.Secret.utf8))
+        try client().replaceAll(matching: server.query, with: item)
     case "get":
-        let server = readInput()
-        guard var q = parts(server) else { fail("no credentials server URL") }
-        q["labl"] = .string(label)
+        let text = readInput()
+        var q = address(text).query
         q["r_Data"] = true
         q["r_Attributes"] = true
-        guard let found = try? client().search(q).first else { fail("credentials not found in native keychain") }
+        guard let found = try? client().search(q).first else { fail(notFound) }
         let creds = Credentials(
-            ServerURL: server, Username: found.item.attributes["acct"]?.stringValue ?? "",
-            Secret: found.secret?.unprotectedString() ?? "")
+            ServerURL: text, Username: found.item.attributes["acct"]?.stringValue ?? "",
+            Secret: found.secret.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } ?? "")
         FileHandle.standardOutput.write((try? encoder.encode(creds)) ?? Data())
         FileHandle.standardOutput.write(Data("\n".utf8))
     case "erase":
-        guard var q = parts(readInput()) else { fail("no credentials server URL") }
-        q["labl"] = .string(label)
+        let q = address(readInput()).query
         do {
             try client().delete(q)
         } catch KeychainStatus.itemNotFound {
-            fail("credentials not found in native keychain")
+            fail(notFound)
         } catch {
             throw error
         }
@@ -90,10 +158,11 @@ func run(_ operation: String) throws(KeychainError) {
         for found in items {
             let a = found.item.attributes
             let scheme = a["ptcl"] == .string("http") ? "http" : "https"
-            var url = "\(scheme)://\(a["srvr"]?.stringValue ?? "")"
-            if let port = a["port"]?.numberValue, port != 0 { url += ":\(port)" }
-            if let path = a["path"]?.stringValue, !path.isEmpty { url += path }
-            all[url] = a["acct"]?.stringValue ?? ""
+            var host = a["srvr"]?.stringValue ?? ""
+            if let port = a["port"]?.numberValue, port != 0 {
+                host = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+            }
+            all["\(scheme)://\(host)\(a["path"]?.stringValue ?? "")"] = a["acct"]?.stringValue ?? ""
         }
         FileHandle.standardOutput.write((try? encoder.encode(all)) ?? Data("{}".utf8))
         FileHandle.standardOutput.write(Data("\n".utf8))

@@ -1,7 +1,6 @@
 import Foundation
 import KeychainClient
 import KeychainCore
-import KeychainStorage
 
 // git-credential-keychain: git's credential helper protocol over internet-password items, stored the way
 // git-credential-osxkeychain stores them (protocol, host and port, path, username as account).
@@ -9,14 +8,33 @@ import KeychainStorage
 
 let operation = CommandLine.arguments.dropFirst().first ?? ""
 
-/// The key=value lines git sends, up to a blank line or the end of input.
-func readRequest() -> [String: String] {
-    var fields: [String: String] = [:]
-    while let line = readLine(strippingNewline: true), !line.isEmpty {
-        guard let eq = line.firstIndex(of: "=") else { continue }
-        fields[String(line[..<eq])] = String(line[line.index(after: eq)...])
+func die(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("git-credential-keychain: \(message)\n".utf8))
+    exit(1)
+}
+
+/// A request as git sends it: `key=value` lines up to a blank line or the end of input. Values are kept as bytes
+/// (a password need not be UTF-8, and must reach the keychain unaltered); a NUL anywhere is refused, as git does.
+struct Request {
+    var fields: [String: [UInt8]] = [:]
+
+    static func read(_ input: [UInt8]) -> Request {
+        var request = Request()
+        for line in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            if line.isEmpty { break }
+            if line.contains(0) { die("refusing a credential field that contains NUL") }
+            guard let eq = line.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            request.fields[String(decoding: line[..<eq], as: UTF8.self)] = Array(line[(eq + 1)...])
+        }
+        return request
     }
-    return fields
+
+    /// A text field (host, username, ...): UTF-8 required, since it becomes an attribute.
+    func text(_ key: String) -> String? {
+        guard let bytes = fields[key] else { return nil }
+        guard let value = String(validating: bytes, as: UTF8.self) else { die("\(key) is not UTF-8") }
+        return value
+    }
 }
 
 /// git protocol names as Apple's four-character protocol codes.
@@ -25,47 +43,58 @@ let protocols: [String: String] = [
     "imaps": "imps", "ssh": "ssh ", "ldap": "ldap", "ldaps": "ldps", "pop3": "pop3", "pop3s": "pops",
 ]
 
-/// The attributes that identify the credential; missing fields match anything.
-func query(_ request: [String: String]) -> [String: QueryValue]? {
-    var q: [String: QueryValue] = ["class": "inet"]
-    if let proto = request["protocol"] {
-        guard let code = protocols[proto] else { return nil }
-        q["ptcl"] = .string(code)
+/// The attributes that identify the credential. Protocol and host are required (git always sends them; without
+/// them a query would match every host's credentials); path and username narrow it when given.
+func query(_ request: Request) -> [String: QueryValue]? {
+    guard let proto = request.text("protocol"), let code = protocols[proto],
+        var host = request.text("host"), !host.isEmpty
+    else { return nil }
+    var q: [String: QueryValue] = ["class": "inet", "ptcl": .string(code)]
+    if let colon = host.lastIndex(of: ":"), let port = Int64(host[host.index(after: colon)...]) {
+        q["port"] = .int(port)
+        host = String(host[..<colon])
     }
-    if var host = request["host"], !host.isEmpty {
-        if let colon = host.lastIndex(of: ":"), let port = Int64(host[host.index(after: colon)...]) {
-            q["port"] = .int(port)
-            host = String(host[..<colon])
-        }
-        q["srvr"] = .string(host)
-    }
-    if let path = request["path"], !path.isEmpty { q["path"] = .string(path) }
-    if let user = request["username"], !user.isEmpty { q["acct"] = .string(user) }
+    guard !host.isEmpty else { return nil }
+    q["srvr"] = .string(host)
+    if let path = request.text("path"), !path.isEmpty { q["path"] = .string(path) }
+    if let user = request.text("username"), !user.isEmpty { q["acct"] = .string(user) }
     return q
 }
 
 /// The secret holds the password, then the extra fields git keeps with it, one `key=value` per line.
 let extraFields = ["password_expiry_utc", "oauth_refresh_token"]
 
-func pack(_ request: [String: String]) -> SecretBytes {
-    var text = request["password"] ?? ""
-    for key in extraFields { if let v = request[key] { text += "\n\(key)=\(v)" } }
-    return SecretBytes(utf8: text)
+func pack(_ request: Request) -> SecretBytes {
+    var bytes = request.fields["password"] ?? []
+    for key in extraFields {
+        if let value = request.fields[key] { bytes += Array("\n\(key)=".utf8) + value }
+    }
+    return SecretBytes(consuming: &bytes)
 }
 
-func unpack(_ secret: SecretBytes) -> [String: String] {
-    let lines = (secret.unprotectedString() ?? "").split(separator: "\n", omittingEmptySubsequences: false)
-    var out = ["password": String(lines.first ?? "")]
+func unpack(_ secret: SecretBytes) -> [String: [UInt8]] {
+    let bytes = secret.withUnsafeBytes { Array($0) }
+    let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+    var out = ["password": Array(lines.first ?? [])]
     for line in lines.dropFirst() {
-        guard let eq = line.firstIndex(of: "=") else { continue }
-        out[String(line[..<eq])] = String(line[line.index(after: eq)...])
+        guard let eq = line.firstIndex(of: UInt8(ascii: "=")) else { continue }
+        out[String(decoding: line[..<eq], as: UTF8.self)] = Array(line[(eq + 1)...])
     }
     return out
 }
 
+/// One `key=value` line for git. A value with a newline or NUL would let a stored value inject fields (say a
+/// `url=` that redirects git), so it is refused, as git itself refuses such values.
+func line(_ key: String, _ value: [UInt8]) -> [UInt8] {
+    if value.contains(UInt8(ascii: "\n")) || value.contains(0) {
+        die("refusing to return a \(key) that contains a newline or NUL")
+    }
+    return Array("\(key)=".utf8) + value + [UInt8(ascii: "\n")]
+}
+
 func run() throws(KeychainError) {
-    let request = readRequest()
-    guard let base = query(request) else { return }  // a protocol we do not store: nothing to do
+    let request = Request.read(Array(FileHandle.standardInput.readDataToEndOfFile()))
+    guard let base = query(request) else { return }  // no protocol or host, or a protocol we do not store
     let client = try KeychainClient.openDefault(caller: Caller(accessGroups: ["git-credential-keychain", "*"]))
     switch operation {
     case "get":
@@ -73,27 +102,27 @@ func run() throws(KeychainError) {
         q["r_Data"] = true
         q["r_Attributes"] = true
         guard let found = try? client.search(q).first, let secret = found.secret else { return }
-        var out = ""
-        if let account = found.item.attributes["acct"]?.stringValue, request["username"] == nil {
-            out += "username=\(account)\n"
+        var out: [UInt8] = []
+        if let account = found.item.attributes["acct"]?.stringValue, request.fields["username"] == nil {
+            out += line("username", Array(account.utf8))
         }
         let fields = unpack(secret)
-        out += "password=\(fields["password"] ?? "")\n"
+        out += line("password", fields["password"] ?? [])
         for key in extraFields {
-            if let v = fields[key] {
-                // An expired password is not handed out, as git's own helpers do.
-                if key == "password_expiry_utc", let t = TimeInterval(v), t < Date().timeIntervalSince1970 { return }
-                out += "\(key)=\(v)\n"
+            guard let value = fields[key] else { continue }
+            // An expired password is not handed out, as git's own helpers do.
+            if key == "password_expiry_utc", let t = TimeInterval(String(decoding: value, as: UTF8.self)),
+                t < Date().timeIntervalSince1970
+            {
+                return
             }
+            out += line(key, value)
         }
-        FileHandle.standardOutput.write(Data(out.utf8))
+        FileHandle.standardOutput.write(Data(out))
     case "store":
-        guard request["host"] != nil, request["username"] != nil, request["password"] != nil else { return }
-        var attributes = base
-        attributes["labl"] = .string(request["host"]!)
-        try client.upsert(base, secret: pack(request), attributes: ["labl": attributes["labl"]!])
+        guard base["acct"] != nil, request.fields["password"] != nil else { return }
+        try client.upsert(base, secret: pack(request), attributes: ["labl": base["srvr"]!])
     case "erase":
-        guard request["host"] != nil || request["username"] != nil else { return }
         var q = base
         q["r_Data"] = true
         q["r_Attributes"] = true
@@ -101,14 +130,13 @@ func run() throws(KeychainError) {
         guard let matches = try? client.search(q) else { return }
         for found in matches {
             // Given a password, erase only the item that holds it.
-            if let given = request["password"], let secret = found.secret, unpack(secret)["password"] != given {
+            if let given = request.fields["password"], let secret = found.secret, unpack(secret)["password"] != given {
                 continue
             }
             try client.delete(["v_PersistentRef": .data(found.item.persistentReference.data)])
         }
     default:
-        FileHandle.standardError.write(Data("usage: git-credential-keychain get|store|erase\n".utf8))
-        exit(1)
+        die("usage: git-credential-keychain get|store|erase")
     }
 }
 
@@ -117,6 +145,5 @@ do {
     try run()
     OpenKeychains.shared.closeAll()
 } catch {
-    FileHandle.standardError.write(Data("git-credential-keychain: \(error.message)\n".utf8))
-    exit(1)
+    die(error.message)
 }

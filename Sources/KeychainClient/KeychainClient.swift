@@ -86,20 +86,28 @@ public final class KeychainClient: Sendable {
         try file.delete(QueryParser.parse(query, for: .delete), caller: caller)
     }
 
-    /// Stores `secret` under the item `query` names, adding it or updating the existing one.
+    /// Stores `secret` in the item `query` names: adds it, or updates the existing item with the same primary key
+    /// (Apple's duplicate rule) with `attributes` and the secret, in one transaction. Items that merely match a
+    /// partial query are never touched.
     public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue] = [:])
         throws(KeychainError)
     {
         var addDictionary = query.merging(attributes) { _, new in new }
         addDictionary["v_Data"] = .data(secret.unprotectedData())
-        do {
-            try add(addDictionary)
-        } catch KeychainStatus.duplicateItem {
-            var changes = attributes
-            changes["v_Data"] = .data(secret.unprotectedData())
-            try update(query, with: changes)
-        } catch {
-            throw error
-        }
+        let parsed = try QueryParser.parse(addDictionary, for: .add)
+        var changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
+        changes.valueData = secret
+        try file.addOrUpdate(parsed, changes: changes, caller: caller)
+    }
+
+    /// Deletes every item `matching` selects and adds `attributes`' item, in one transaction (a credential helper's
+    /// store that replaces whatever it held for the same server).
+    @discardableResult
+    public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue])
+        throws(KeychainError) -> Int
+    {
+        try file.replaceAll(
+            matching: QueryParser.parse(matching, for: .delete), with: QueryParser.parse(attributes, for: .add),
+            caller: caller)
     }
 }

@@ -23,6 +23,8 @@ struct Tool: Sendable {
         var status: Int32
         var stdout: String
         var stderr: String
+        /// Standard output as bytes, for what need not be UTF-8.
+        var stdoutBytes = Data()
     }
 
     @discardableResult
@@ -37,14 +39,23 @@ struct Tool: Sendable {
     }
 
     func run(program: URL, _ arguments: [String], stdin: String?) throws -> Result {
-        let output = try ChildProcess.run(program.path, arguments: arguments, environment: environment,
-                                          input: Data((stdin ?? "").utf8))
+        try run(program: program, arguments, input: Data((stdin ?? "").utf8))
+    }
+
+    /// Runs another of the package's executables with raw bytes on standard input.
+    @discardableResult
+    func helper(_ name: String, _ arguments: String..., input: Data) throws -> Result {
+        try run(program: Self.binary.deletingLastPathComponent().appendingPathComponent(name), arguments, input: input)
+    }
+
+    func run(program: URL, _ arguments: [String], input: Data) throws -> Result {
+        let output = try ChildProcess.run(program.path, arguments: arguments, environment: environment, input: input)
         let status: Int32 = switch output.termination {
         case .exited(let code): code
         case .signalled(let signal): 128 + signal
         }
         return Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
-                      stderr: String(decoding: output.stderr, as: UTF8.self))
+                      stderr: String(decoding: output.stderr, as: UTF8.self), stdoutBytes: Data(output.stdout))
     }
 
     var environment: [String: String] {

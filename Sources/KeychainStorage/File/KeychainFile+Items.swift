@@ -5,12 +5,6 @@ import KeychainCore
 import Logging
 import Synchronization
 
-/// An item found by a search, with its secret when the query asked for data.
-public struct FoundItem: Sendable {
-    public var item: Item
-    public var secret: SecretBytes?
-}
-
 extension KeychainFile {
     // MARK: - The four calls
 
@@ -31,6 +25,50 @@ extension KeychainFile {
         }
         configuration.logger.debug("item.add", metadata: ["item.class": "\(item.itemClass.rawValue)"])
         return FoundItem(item: item, secret: query.returnTypes.contains(.data) ? secret : nil)
+    }
+
+    /// Adds the item `query` describes or, when its duplicate (the same primary key: Apple's rule for
+    /// errSecDuplicateItem) exists, applies `changes` to that one item; one transaction, so no other process can
+    /// slip in between, and only the duplicate itself is touched, never other items a partial query would match.
+    ///
+    /// - Returns: true when an item was added, false when the duplicate was updated.
+    @discardableResult
+    public func addOrUpdate(_ query: ItemQuery, changes: ItemUpdate, caller: Caller) throws(KeychainError) -> Bool {
+        applyAutoLock()
+        if let group = changes.accessGroup { try caller.checkWritable(group) }
+        let now = configuration.clock()
+        var item = try ItemRules.newItem(from: query, caller: caller, now: now)
+        try bindEnrolment(&item)
+        let newAccessibility = changes.accessControl?.protection ?? changes.accessibility ?? item.accessibility
+        if newAccessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
+            throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
+        }
+        let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
+        let added = try write { db, manifestChanges -> Bool in
+            let existing = try Row.fetchCursor(
+                db.cachedStatement(sql: "SELECT \(ItemRow.columns) FROM items WHERE primary_index = ?"),
+                arguments: [primaryIndex]
+            ).nextItemRow()
+            guard let row = existing else {
+                let sealed = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
+                                      applicationPassword: applicationPasswordForWriting(item, query))
+                try insert(sealed, db: db, changes: &manifestChanges)
+                return true
+            }
+            let (old, _) = try openMeta(row)
+            // The duplicate is in the group the new item would get, which the caller may write.
+            guard try authorize(old, query, db: db) else { throw KeychainError.duplicateItem() }
+            var updated = try ItemRules.applying(changes, to: old, caller: caller, now: now)
+            if changes.accessControl != nil { try bindEnrolment(&updated) }
+            let secret = try changes.valueData ?? openSecret(row, item: old, query: query)
+            let sealed = try seal(updated, secret: secret, generation: row.generation + 1,
+                                  applicationPassword: applicationPasswordForWriting(updated, query))
+            manifestChanges.removed.append(contribution(of: row))
+            try replace(rowID: row.rowID, with: sealed, db: db, changes: &manifestChanges)
+            return false
+        }
+        configuration.logger.debug("item.upsert", metadata: ["item.added": "\(added)"])
+        return added
     }
 
     /// Adds several items in one transaction (an import): all of them, or none if any fails.
@@ -118,24 +156,54 @@ extension KeychainFile {
         applyAutoLock()
         if let group = query.accessGroup { try caller.checkReadable(group) }
         let count = try write { db, changes -> Int in
-            let rows = try candidateRows(for: query, db: db)
-            var deleted = 0
-            for row in rows {
-                let (item, _) = try openMeta(row)
-                guard ItemRules.matches(item, query, caller: caller) else { continue }
-                // The ACL map decides: made from flags, `odel` is true (Apple), so no authentication is asked.
-                if case .requires = item.accessControl?.constraint(for: .delete) {
-                    guard try authorize(item, query, db: db) else { continue }
-                }
-                try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
-                changes.removed.append(contribution(of: row))
-                deleted += 1
-            }
+            let deleted = try deleteMatches(query, caller: caller, db: db, changes: &changes)
             if deleted == 0 { throw KeychainError.itemNotFound() }
             return deleted
         }
         configuration.logger.debug("item.delete", metadata: ["item.count": "\(count)"])
         return count
+    }
+
+    /// Deletes every item `matching` selects, then adds the item `query` describes, in one transaction: a
+    /// credential's replacement arrives as the old ones go (docker's store), and a failure keeps the old ones.
+    ///
+    /// - Returns: how many items were deleted.
+    @discardableResult
+    public func replaceAll(matching: ItemQuery, with query: ItemQuery, caller: Caller) throws(KeychainError) -> Int {
+        applyAutoLock()
+        if let group = matching.accessGroup { try caller.checkReadable(group) }
+        var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
+        try bindEnrolment(&item)
+        if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
+            throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
+        }
+        let sealed = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
+                              applicationPassword: applicationPasswordForWriting(item, query))
+        let deleted = try write { db, changes -> Int in
+            let deleted = try deleteMatches(matching, caller: caller, db: db, changes: &changes)
+            try insert(sealed, db: db, changes: &changes)
+            return deleted
+        }
+        configuration.logger.debug("item.replace", metadata: ["item.count": "\(deleted)"])
+        return deleted
+    }
+
+    private func deleteMatches(_ query: ItemQuery, caller: Caller, db: Database, changes: inout Manifest.Changes)
+        throws -> Int
+    {
+        var deleted = 0
+        for row in try candidateRows(for: query, db: db) {
+            let (item, _) = try openMeta(row)
+            guard ItemRules.matches(item, query, caller: caller) else { continue }
+            // The ACL map decides: made from flags, `odel` is true (Apple), so no authentication is asked.
+            if case .requires = item.accessControl?.constraint(for: .delete) {
+                guard try authorize(item, query, db: db) else { continue }
+            }
+            try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
+            changes.removed.append(contribution(of: row))
+            deleted += 1
+        }
+        return deleted
     }
 
     /// Every item in the file, whatever its group (for `dump-keychain`); locked classes are skipped.

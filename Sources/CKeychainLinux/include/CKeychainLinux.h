@@ -1,0 +1,12 @@
+#ifndef C_KEYCHAIN_LINUX_H
+#define C_KEYCHAIN_LINUX_H
+
+/// Marks the process non-dumpable (PR_SET_DUMPABLE 0): no core file, and other processes of the same user can no
+/// longer ptrace it or read /proc/PID/mem. prctl is variadic, which Swift cannot call, hence this shim.
+/// Returns 0 on success, -1 with errno set otherwise (and on systems without prctl).
+int ckeychain_set_non_dumpable(void);
+
+/// The current PR_GET_DUMPABLE value (1 dumpable, 0 not), or -1 where prctl is not available.
+int ckeychain_get_dumpable(void);
+
+#endif

@@ -1,0 +1,214 @@
+import Foundation
+import Testing
+
+/// docker's own helper tests (osxkeychain_test.go, credentials_test.go), ported to run the built helper.
+@Suite("docker-credential-keychain: docker's helper tests")
+struct DockerHelperConformanceTests {
+    struct Helper {
+        let tool = Tool()
+        func store(_ url: String, _ user: String, _ secret: String) throws -> Tool.Result {
+            let json = try JSONSerialization.data(withJSONObject: ["ServerURL": url, "Username": user, "Secret": secret])
+            return try tool.helper("docker-credential-keychain", "store", input: json)
+        }
+        func get(_ url: String) throws -> (user: String, secret: String)? {
+            let result = try tool.helper("docker-credential-keychain", "get", stdin: url)
+            guard result.status == 0,
+                let creds = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String]
+            else { return nil }
+            return (creds["Username"] ?? "", creds["Secret"] ?? "")
+        }
+        func erase(_ url: String) throws -> Tool.Result { try tool.helper("docker-credential-keychain", "erase", stdin: url) }
+        func list() throws -> [String: String] {
+            let out = try tool.helper("docker-credential-keychain", "list").stdout
+            return (try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: String]) ?? [:]
+        }
+    }
+
+    @Test("add, get, list, a second token, delete the first (TestOSXKeychainHelper)")
+    func lifecycle() throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        let first = "https://foobar.example.com:2376/v1", second = "https://foobar.example.com:2376/v2"
+        #expect(try h.store(first, "foobar", "foobarbaz").status == 0)
+        let got = try #require(try h.get(first))
+        #expect(got.user == "foobar" && got.secret == "foobarbaz")
+        #expect(try h.list()[first] == "foobar")
+        #expect(try h.store(second, "foobarbaz", "foobar").status == 0)
+        #expect(Set(try h.list().keys) == [first, second])
+        #expect(try h.erase(first).status == 0)
+        #expect(try h.list().keys.sorted() == [second])
+    }
+
+    @Test("an address read with less than it was stored with finds it (TestOSXKeychainHelperRetrieveAliases)",
+          arguments: [("https://foobar.example.com:2376", "https://foobar.example.com"),
+                      ("https://foobar.example.com:2376", "foobar.example.com"),
+                      ("https://foobar.example.com:1234/one/two", "https://foobar.example.com:1234")])
+    func aliases(stored: String, read: String) throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        #expect(try h.store(stored, "hello", "world").status == 0)
+        #expect(try h.get(read) != nil)
+        #expect(try h.erase(stored).status == 0)
+    }
+
+    @Test("another scheme, port or path does not find it (TestOSXKeychainHelperRetrieveStrict)",
+          arguments: [("https://foobar.example.com:2376", "http://foobar.example.com:2376"),
+                      ("http://foobar.example.com:2376", "https://foobar.example.com:2376"),
+                      ("http://foobar.example.com", "foobar.example.com:5678"),
+                      ("https://foobar.example.com:1234", "https://foobar.example.com:5678"),
+                      ("https://foobar.example.com:1234/one/two", "https://foobar.example.com:1234/five/six")])
+    func strict(stored: String, read: String) throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        #expect(try h.store(stored, "hello", "world").status == 0)
+        #expect(try h.get(read) == nil)
+        #expect(try h.erase(stored).status == 0)
+    }
+
+    @Test("an unclean path with an IPv6 host round-trips (TestOSXKeychainHelperStoreWithUncleanPath)")
+    func uncleanPath() throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        let url = "https://::1:8080//////location/../../hello"
+        #expect(try h.store(url, "testuser", "testsecret").status == 0)
+        let got = try #require(try h.get(url))
+        #expect(got.user == "testuser" && got.secret == "testsecret")
+    }
+
+    @Test("each address reads back what was stored under it, overwrites included (TestOSXKeychainHelperStoreRetrieve)")
+    func storeRetrieve() throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        let urls = ["foobar.example.com", "foobar.example.com:2376", "//foobar.example.com:2376",
+                    "https://foobar.example.com:2376", "http://foobar.example.com:2376",
+                    "https://foobar.example.com:2376/some/path", "https://foobar.example.com:2376/some/other/path",
+                    "https://foobar.example.com:2376/some/other/path?foo=bar"]
+        for (i, url) in urls.enumerated() {
+            #expect(try h.store(url, "user-\(i)", "secret-\(i)").status == 0, "\(url)")
+            let got = try h.get(url)
+            #expect(got?.user == "user-\(i)" && got?.secret == "secret-\(i)", "\(url)")
+        }
+    }
+
+    @Test("missing credentials: get and erase say docker's not-found text (TestMissingCredentials)")
+    func missing() throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        for op in ["get", "erase"] {
+            let result = try h.tool.helper("docker-credential-keychain", op, stdin: "https://adsfasdf.invalid/asdfsdddd")
+            #expect(result.status == 1)
+            #expect(result.stdout == "credentials not found in native keychain\n")
+        }
+    }
+
+    @Test("a second login as another user replaces the first (docker erases the address's credentials first)")
+    func secondUserReplaces() throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        #expect(try h.store("https://registry.example.com", "alice", "a-token").status == 0)
+        #expect(try h.store("https://registry.example.com", "bob", "b-token").status == 0)
+        let got = try #require(try h.get("https://registry.example.com"))
+        #expect(got.user == "bob" && got.secret == "b-token")
+        #expect(try h.list() == ["https://registry.example.com": "bob"])
+    }
+
+    @Test("docker's texts for a missing username or server URL and a bad scheme; nothing is stored")
+    func invalidCredentials() throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        let noUser = try h.store("https://registry.example.com", "", "s")
+        #expect(noUser.status == 1 && noUser.stdout == "no credentials username\n")
+        let noURL = try h.store("", "u", "s")
+        #expect(noURL.status == 1 && noURL.stdout == "no credentials server URL\n")
+        let ftp = try h.store("ftp://registry.example.com", "u", "s")
+        #expect(ftp.status == 1 && ftp.stdout == "unsupported scheme: ftp\n")
+        #expect(try h.list().isEmpty)
+    }
+
+    @Test("docker's items and git's for the same host stay apart")
+    func gitItemsUntouched() throws {
+        let h = Helper()
+        defer { try? FileManager.default.removeItem(at: h.tool.home) }
+        #expect(try h.tool.helper("git-credential-keychain", "store",
+                                  stdin: "protocol=https\nhost=registry.example.com\nusername=git\npassword=g\n\n").status == 0)
+        #expect(try h.store("https://registry.example.com", "docker", "d").status == 0)
+        let git = try h.tool.helper("git-credential-keychain", "get", stdin: "protocol=https\nhost=registry.example.com\n\n")
+        #expect(git.stdout == "username=git\npassword=g\n")
+        #expect(try h.get("https://registry.example.com")?.user == "docker")
+    }
+}
+
+@Suite("git-credential-keychain: hostile and partial requests")
+struct GitHelperSafetyTests {
+    func git(_ tool: Tool, _ op: String, _ input: String) throws -> Tool.Result {
+        try tool.helper("git-credential-keychain", op, stdin: input)
+    }
+
+    @Test("without a host nothing is returned or erased")
+    func hostRequired() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try git(tool, "store", "protocol=https\nhost=a.example\nusername=u\npassword=pa\n\n").status == 0)
+        #expect(try git(tool, "get", "protocol=https\n\n").stdout == "")
+        #expect(try git(tool, "get", "protocol=https\nhost=\n\n").stdout == "")
+        #expect(try git(tool, "erase", "protocol=https\nhost=\n\n").status == 0)
+        #expect(try git(tool, "erase", "host=a.example\n\n").status == 0)
+        #expect(try git(tool, "get", "protocol=https\nhost=a.example\n\n").stdout == "username=u\npassword=pa\n")
+    }
+
+    @Test("a stored value with a newline is never written back (no field injection)")
+    func noInjection() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        // An account that holds a newline, stored by another program through the security command.
+        #expect(try tool.run("add-internet-password", "-a", "u\nurl=https://evil.example/", "-s", "a.example",
+                             "-r", "htps", "-w", "pw").status == 0)
+        let got = try git(tool, "get", "protocol=https\nhost=a.example\n\n")
+        #expect(!got.stdout.contains("url="))
+        #expect(got.status != 0)
+    }
+
+    @Test("a NUL in a request is refused")
+    func nulRefused() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        let result = try tool.helper("git-credential-keychain", "store",
+                                     input: Data("protocol=https\nhost=a.example\nusername=u\npassword=p\0x\n\n".utf8))
+        #expect(result.status != 0)
+        #expect(try git(tool, "get", "protocol=https\nhost=a.example\n\n").stdout == "")
+    }
+
+    @Test("passwords that are not UTF-8 come back byte for byte, and two of them stay two")
+    func rawPasswords() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        func store(_ user: String, _ password: [UInt8]) throws {
+            let input = Data("protocol=https\nhost=a.example\nusername=\(user)\npassword=".utf8) + Data(password) + Data("\n\n".utf8)
+            #expect(try tool.helper("git-credential-keychain", "store", input: input).status == 0)
+        }
+        try store("one", [0xFF, 0x41])
+        try store("two", [0xFE, 0x41])
+        for (user, password) in [("one", [UInt8]([0xFF, 0x41])), ("two", [0xFE, 0x41])] {
+            let got = try git(tool, "get", "protocol=https\nhost=a.example\nusername=\(user)\n\n")
+            #expect(got.stdoutBytes == Data("password=".utf8) + Data(password) + Data("\n".utf8))
+        }
+    }
+
+    @Test("a store for one repository leaves the host's other repositories' tokens alone")
+    func storeTouchesOnlyItsDuplicate() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        for repo in ["org/a.git", "org/b.git"] {
+            #expect(try git(tool, "store", "protocol=https\nhost=h.example\npath=\(repo)\nusername=u\npassword=\(repo)\n\n").status == 0)
+        }
+        // A host-wide store (no path) adds its own item; it does not overwrite the per-repository ones.
+        #expect(try git(tool, "store", "protocol=https\nhost=h.example\nusername=u\npassword=hostwide\n\n").status == 0)
+        for repo in ["org/a.git", "org/b.git"] {
+            #expect(try git(tool, "get", "protocol=https\nhost=h.example\npath=\(repo)\n\n").stdout == "username=u\npassword=\(repo)\n")
+        }
+        // Storing again for one repository updates that one item.
+        #expect(try git(tool, "store", "protocol=https\nhost=h.example\npath=org/a.git\nusername=u\npassword=new\n\n").status == 0)
+        #expect(try git(tool, "get", "protocol=https\nhost=h.example\npath=org/a.git\n\n").stdout == "username=u\npassword=new\n")
+        #expect(try git(tool, "get", "protocol=https\nhost=h.example\npath=org/b.git\n\n").stdout == "username=u\npassword=org/b.git\n")
+    }
+}
