@@ -120,8 +120,11 @@ func run() throws(KeychainError) {
         }
         FileHandle.standardOutput.write(Data(out))
     case "store":
-        guard base["acct"] != nil, request.fields["password"] != nil else { return }
-        try client.upsert(base, secret: pack(request), attributes: ["labl": base["srvr"]!])
+        // An empty username is a username (git stores and returns it, as for single sign-on hosts).
+        guard let user = request.text("username"), request.fields["password"] != nil else { return }
+        var item = base
+        item["acct"] = .string(user)
+        try client.upsert(item, secret: pack(request), attributes: ["labl": base["srvr"]!])
     case "erase":
         var q = base
         q["r_Data"] = true
