@@ -32,11 +32,14 @@ struct QueryParserTests {
         #expect(status { _ = try QueryParser.parse(["class": "genp", "r_Data": "yes"], for: .search) } == -50)
     }
 
-    @Test("kSecMatch keys: ignored by search when unknown, rejected by add, update and delete")
+    @Test("kSecMatch keys: ignored by search when unknown, rejected by add and update, stripped by delete (macOS)")
     func matchKeys() {
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_CaseInsensitive": true], for: .search) } == 0)
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_Limit": "m_LimitAll"], for: .update) } == -50)
-        #expect(status { _ = try QueryParser.parse(["class": "genp", "m_Limit": "m_LimitAll"], for: .delete) } == -50)
+        for limit: QueryValue in ["m_LimitAll", "m_LimitOne", .int(3)] {
+            let parsed = try? QueryParser.parse(["class": "genp", "m_Limit": limit], for: .delete)
+            #expect(parsed?.limit == .all)
+        }
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_Limit": "m_LimitOne"], for: .add) } == -50)
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_Policy": "x"], for: .search) } == -4)
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_HostOrSubdomainOfHost": "x"], for: .search) } == -4)

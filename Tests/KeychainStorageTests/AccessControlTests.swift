@@ -121,8 +121,12 @@ struct AccessControlEngineTests {
         let good = AuthenticationContext()
         good.setApplicationPassword(SecretBytes(utf8: "app-pw"))
         #expect(try read(t, context: good) == "protected")
-        // Attributes need no application password (its ACL is dacl = true).
-        #expect(try read(t, data: false) == "")
+        // Apple decrypts items with access-control constraints even for attributes (semantics §5.3): with the
+        // password in the context they are found; UI Skip without it leaves the item out; UI Fail is -25308.
+        #expect(try read(t, context: good, data: false) == "")
+        #expect(try read(t, context: good, ui: "u_AuthUIS", data: false) == "")
+        #expect(status { _ = try read(t, ui: "u_AuthUIS", data: false) } == -25300)
+        #expect(status { _ = try read(t, ui: "u_AuthUIF", data: false) } == -25308)
         let bad = AuthenticationContext()
         bad.setApplicationPassword(SecretBytes(utf8: "wrong"))
         #expect(status { _ = try read(t, context: bad, ui: "u_AuthUIF") } == -25308)

@@ -111,6 +111,23 @@ struct SecItemIdiomTests {
         #expect(SecItemDelete([kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service] as CFDictionary) == errSecSuccess)
     }
 
+    @Test("a wrapper's removeAll(): SecItemDelete with kSecMatchLimitAll deletes every match, as on macOS")
+    func removeAllWithMatchLimit() {
+        let service = "compat-\(UUID().uuidString)"
+        for account in ["a", "b", "c"] {
+            let add: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                                      kSecAttrAccount as String: account, kSecValueData as String: Data("x".utf8)]
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+        }
+        let removeAll: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                                        kSecMatchLimit as String: kSecMatchLimitAll]
+        #expect(SecItemDelete(removeAll as CFDictionary) == errSecSuccess)
+        var result: CFTypeRef?
+        let find: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service]
+        #expect(SecItemCopyMatching(find as CFDictionary, &result) == errSecItemNotFound)
+        #expect(SecItemDelete(removeAll as CFDictionary) == errSecItemNotFound)
+    }
+
     @Test("Apple's status codes for bad input")
     func badInput() {
         var result: CFTypeRef?
@@ -120,8 +137,6 @@ struct SecItemIdiomTests {
         #expect(SecItemCopyMatching(wrongAttribute as CFDictionary, &result) == errSecNoSuchAttr)
         let updateWithReturn: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecReturnData as String: true]
         #expect(SecItemUpdate(updateWithReturn as CFDictionary, [kSecAttrLabel as String: "x"] as CFDictionary) == errSecParam)
-        let deleteWithLimit: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecMatchLimit as String: kSecMatchLimitAll]
-        #expect(SecItemDelete(deleteWithLimit as CFDictionary) == errSecParam)
         let otherGroup: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrAccessGroup as String: "not-mine"]
         #expect(SecItemAdd(otherGroup as CFDictionary, nil) == errSecMissingEntitlement)
     }

@@ -132,7 +132,10 @@ public enum QueryParser {
             if !query.returnTypes.isEmpty { throw .param("kSecReturn keys in an update query") }
             if query.hadMatchKeys { throw .param("kSecMatch keys in an update query") }
         case .delete:
-            if query.hadMatchKeys { throw .param("kSecMatch keys in a delete query") }
+            // iOS rejects kSecMatch keys here (-50); macOS's SecItemDelete strips them and deletes every match.
+            // Code compiled for Linux takes its macOS branches (a wrapper's removeAll() passes kSecMatchLimitAll),
+            // so macOS decides: any limit, One and numbers included, deletes every match (docs/COMPATIBILITY.md).
+            query.limit = .all
             query.returnTypes = []
         case .search:
             break

@@ -106,7 +106,19 @@ extension KeychainFile {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
                 if try !authorize(item, query, db: db) { continue }
-                let secret = wantsSecret ? try openSecret(row, item: item, query: query) : nil
+                var secret: SecretBytes?
+                if wantsSecret {
+                    secret = try openSecret(row, item: item, query: query)
+                } else if item.accessControl?.needsApplicationPassword == true {
+                    // Apple decrypts an item with access-control constraints even for an attribute-only read, so
+                    // its application password is needed (semantics §5.3): UI Skip leaves the item out, UI Fail
+                    // without the password is errSecInteractionNotAllowed, UI Allow asks.
+                    do {
+                        _ = try openSecret(row, item: item, query: query)
+                    } catch KeychainStatus.interactionNotAllowed where query.authenticationUI == .skip {
+                        continue
+                    }
+                }
                 out.append(FoundItem(item: item, secret: secret))
                 if let limit = query.limit.count, out.count >= limit { break }
             }
