@@ -69,7 +69,7 @@ public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?
 /// application password set on it) satisfies the keychain items that ask for it.
 open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Sendable {
     // SAFETY: every mutable state lives in `engine`, which is Sendable.
-    public let engine: AuthenticationContext
+    package let engine: AuthenticationContext
 
     public override init() {
         engine = AuthenticationContext(prompter: DefaultPrompter.make())
@@ -181,11 +181,13 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
             case .cancelled: return LAError(.userCancel)
             case .unavailable: return LAError(.notInteractive)
             case .entered(let password):
-                if (try? client.file.verifyOwnerPassword(password)) != nil {
-                    engine.markOwnerAuthenticated()
-                    return nil
+                switch Result(catching: { () throws(KeychainError) in
+                    try client.file.authenticateOwner(password, for: engine)
+                }) {
+                case .success(true): return nil
+                case .success(false): error = "Wrong password, try again."
+                case .failure: return LAError(.authenticationFailed)  // the back-off refuses to try
                 }
-                error = "Wrong password, try again."
             }
         }
         return LAError(.authenticationFailed)

@@ -40,8 +40,9 @@ public typealias SecAccessControlRef = SecAccessControl
 /// The flags an access-control object was made with (for LocalAuthentication).
 public func accessControlFlags(_ accessControl: SecAccessControl) -> AccessControl.Flags { accessControl.value.flags }
 
-/// Anything that carries an engine authentication context (LocalAuthentication's `LAContext`).
-public protocol AuthenticationContextProviding: AnyObject {
+/// Anything that carries an engine authentication context (LocalAuthentication's `LAContext`). Package-only: code
+/// outside this package cannot reach the engine side of a context.
+package protocol AuthenticationContextProviding: AnyObject {
     var engine: AuthenticationContext { get }
 }
 

@@ -69,15 +69,21 @@ struct AccessControlEngineTests {
         #expect(status { _ = try read(t, context: context) } == -25293)
     }
 
-    @Test("five wrong passwords end the call with errSecAuthFailed and no lasting penalty; cancel is errSecUserCanceled")
+    @Test("five wrong passwords end the call with errSecAuthFailed and count toward the unlock back-off; cancel is errSecUserCanceled")
     func wrongAndCancel() throws {
-        let t = try protectedFile([.devicePasscode])
+        let clock = ManualClock()
+        let t = try protectedFile([.devicePasscode], clock: clock.read)
         let wrong = ScriptedPrompter(Array(repeating: .entered(SecretBytes(utf8: "nope")), count: 5))
         #expect(status { _ = try read(t, context: AuthenticationContext(prompter: wrong)) } == -25293)
         #expect(wrong.count == 5)
         let cancel = ScriptedPrompter([.cancelled])
         #expect(status { _ = try read(t, context: AuthenticationContext(prompter: cancel)) } == -128)
-        // The user may try again at once (the five tries of a prompt are not the unlock back-off).
+        // Every door to the keychain password shares one back-off: after five wrong answers even the right one
+        // is refused, without being tried, until the wait is over.
+        let early = ScriptedPrompter([.entered(SecretBytes(utf8: "pw"))])
+        #expect(status { _ = try read(t, context: AuthenticationContext(prompter: early)) } == -25293)
+        #expect(early.count == 1)
+        clock.now += 61
         let right = ScriptedPrompter([.entered(SecretBytes(utf8: "pw"))])
         #expect(try read(t, context: AuthenticationContext(prompter: right)) == "protected")
     }

@@ -22,6 +22,10 @@ struct FixtureTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-fixture-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         try FileManager.default.copyItem(at: source, to: root)
+        // git keeps no modes beyond the executable bit; the device key must be private to be used.
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: root.appendingPathComponent("state").path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600],
+                                              ofItemAtPath: root.appendingPathComponent("state/device.key").path)
         let configuration = KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
         let file = try KeychainFile.open(at: root.appendingPathComponent("fixture.keychain-db"), configuration: configuration)
         try file.unlock(password: SecretBytes(utf8: Self.password))

@@ -44,7 +44,9 @@ public final class AuthenticationContext: Sendable, Hashable {
 
     /// True once the owner proved presence through this context (until it is invalidated).
     public var isOwnerAuthenticated: Bool { state.withLock { $0.ownerAuthenticated && !$0.invalidated } }
-    public func markOwnerAuthenticated() { state.withLock { $0.ownerAuthenticated = true } }
+    /// Set only by the engine, after it checked the keychain password (or a sensor) itself: nothing outside the
+    /// package can declare a context authenticated.
+    package func markOwnerAuthenticated() { state.withLock { $0.ownerAuthenticated = true } }
 
     public var isInvalidated: Bool { state.withLock { $0.invalidated } }
 

@@ -22,6 +22,7 @@ public enum ItemRules {
         attributes["mdat"] = .date(now)
         attributes["agrp"] = .string(group)
         attributes["sync"] = .number(query.sync == .synchronizable ? 1 : 0)
+        try checkProtectable(query.accessControl)
         let accessibility =
             query.accessControl?.protection ?? query.accessibility ?? .defaultValue(for: query.itemClass)
         attributes["pdmn"] = .string(accessibility.rawValue)
@@ -33,6 +34,16 @@ public enum ItemRules {
         attributes.removeValue(forKey: "tomb")
         attributes.removeValue(forKey: "sha1")
         return Item(itemClass: query.itemClass, attributes: attributes, accessControl: query.accessControl)
+    }
+
+    /// Refuses constraints (user presence, passcode, biometry, companion) on an Always-class item: its class key
+    /// opens with the device key alone, so anyone holding the files could read it and the constraint would be a
+    /// promise the file cannot keep. (The application password is a key of its own and stays allowed.)
+    static func checkProtectable(_ accessControl: AccessControl?) throws(KeychainError) {
+        guard let accessControl, accessControl.protection.protection == .deviceOnly,
+            !accessControl.flags.intersection(AccessControl.Flags.constraints).isEmpty
+        else { return }
+        throw .param("access-control constraints need a class that the keychain password protects, not Always")
     }
 
     /// True if `item` is one that `query` selects for `caller` (implicit filters of §3.2 included).
@@ -79,6 +90,7 @@ public enum ItemRules {
         }
         if let sync = update.synchronizable { result.attributes["sync"] = .number(sync ? 1 : 0) }
         if let ac = update.accessControl {
+            try checkProtectable(ac)
             result.accessControl = ac
             result.attributes["pdmn"] = .string(ac.protection.rawValue)
         } else if let accessibility = update.accessibility {

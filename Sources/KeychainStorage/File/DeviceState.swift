@@ -2,6 +2,10 @@ import Crypto
 import Foundation
 import KeychainCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Per-keychain state kept beside the device key, MACed under a key only the device key yields: the newest
 /// epoch this device has seen (against rollback of the whole file) and the wrong-password counter.
 struct DeviceState: Codable, Equatable, Sendable {
@@ -38,7 +42,12 @@ struct DeviceState: Codable, Equatable, Sendable {
     }
 
     static func load(path: String, key: SymmetricKey, dbUUID: UUID) throws(KeychainError) -> DeviceState {
-        guard let bytes = FileSystem.readFile(path) else { return DeviceState() }
+        try loadIfPresent(path: path, key: key, dbUUID: dbUUID) ?? DeviceState()
+    }
+
+    /// The state, or nil when there is no state file.
+    static func loadIfPresent(path: String, key: SymmetricKey, dbUUID: UUID) throws(KeychainError) -> DeviceState? {
+        guard let bytes = FileSystem.readFile(path) else { return nil }
         // Version 1 states were JSON; they are still read, and rewritten as lines at the next save.
         let parsed = bytes.first == UInt8(ascii: "{")
             ? try? JSONDecoder().decode(DeviceState.self, from: Data(bytes)) : parse(bytes)
@@ -46,6 +55,19 @@ struct DeviceState: Codable, Equatable, Sendable {
             HMAC<SHA256>.isValidAuthenticationCode(state.mac, authenticating: state.macInput(dbUUID: dbUUID), using: key)
         else { throw KeychainError(.decode, "the keychain's device state was altered") }
         return state
+    }
+
+    /// Runs `body` holding an exclusive lock on the state at `path` (flock on a lock file beside it), so that the
+    /// read-modify-write sequences of several processes never lose each other's changes: a counted wrong password,
+    /// an epoch. Nothing slow runs under it (the KDF runs after the attempt is recorded).
+    static func withLock<T>(path: String, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        let fd = open(path + ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw KeychainError(.io, "cannot open the device state's lock (errno \(errno))") }
+        defer { close(fd) }  // closing the descriptor releases the lock
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw KeychainError(.io, "cannot lock the device state (errno \(errno))") }
+        }
+        return try body()
     }
 
     /// Writes the state as `name value` lines. (Not JSON: every `security` command reads and writes this file,

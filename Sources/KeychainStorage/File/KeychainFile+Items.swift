@@ -314,12 +314,8 @@ extension KeychainFile {
             guard let prompter = try interaction(query) else { return false }
             _ = try ask(prompter, kind: .keychainPassword, query: query,
                     fallback: "An application wants to use a protected keychain item.") { typed throws(KeychainError) in
-                do throws(KeychainError) {
-                    try verifyOwner(password: typed, db: db)
-                    return true
-                } catch KeychainStatus.authFailed {
-                    return nil
-                }
+                // A wrong answer asks again; the back-off (shared with unlocking) ends the prompt at once.
+                try ownerPasswordMatches(typed, db: db) ? true : nil
             }
             passwordPassed = true
             return true

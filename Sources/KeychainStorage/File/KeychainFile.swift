@@ -86,7 +86,7 @@ public final class KeychainFile: Sendable {
             throw KeychainError(.duplicateKeychain, url.lastPathComponent)
         }
         try FileSystem.makePrivateDirectory(url.deletingLastPathComponent())
-        let deviceKey = try DeviceKey.loadOrCreate(in: configuration.stateDirectory)
+        let deviceKey = try DeviceKey.load(in: configuration.stateDirectory, create: true)
         let hasPassword = !(password?.isEmpty ?? true)
         let header = FileHeader(
             dbUUID: UUID(), dbSalt: Data(SymmetricKey.random().bytes), passwordSalt: Data(SymmetricKey.random().bytes),
@@ -126,6 +126,12 @@ public final class KeychainFile: Sendable {
                 }
             }
             try database.close()
+            // The device state exists from the start, so that a missing one later means it was removed.
+            var state = DeviceState()
+            state.epoch = 1
+            try state.save(
+                path: configuration.stateDirectory.appendingPathComponent("\(header.dbUUID.uuidString).state").path,
+                key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: true)
             try? FileManager.default.removeItem(atPath: temp.path + "-wal")
             try? FileManager.default.removeItem(atPath: temp.path + "-shm")
             guard link(temp.path, url.path) == 0 else {
@@ -151,7 +157,7 @@ public final class KeychainFile: Sendable {
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw KeychainError(.noSuchKeychain, url.lastPathComponent)
         }
-        let deviceKey = try DeviceKey.loadOrCreate(in: configuration.stateDirectory)
+        let deviceKey = try DeviceKey.load(in: configuration.stateDirectory, create: false)
         let database: DatabaseQueue
         let header: FileHeader
         do {
@@ -278,31 +284,50 @@ public final class KeychainFile: Sendable {
             try loadClassKeys(kek: kek, header: header, now: now, db: db)
             return
         }
-        var state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
-        if state.failedAttempts >= DeviceState.hardLimit {
-            throw KeychainError(.authFailed, "too many failed attempts; the keychain is locked out")
-        }
-        if state.nextAttemptAt > now.timeIntervalSince1970 {
-            let wait = Int((state.nextAttemptAt - now.timeIntervalSince1970).rounded(.up))
-            throw KeychainError(.authFailed, "too many failed attempts; try again in \(wait) s")
+        guard try checkPassword(password, header: header, now: now, db: db) else { throw KeychainError(.authFailed) }
+    }
+
+    /// The one door for the keychain password: unlocking, proving the owner's presence (an item's UserPresence or
+    /// DevicePasscode, LAContext), and changing the password all pass here. The back-off is checked before the
+    /// KDF, and the attempt is counted before the KDF runs, under the state's lock: parallel guesses and guesses
+    /// whose process is killed mid-way all count. A right password loads the class keys and clears the count.
+    ///
+    /// - Returns: false for a wrong password.
+    /// - Throws: `errSecAuthFailed` while a back-off after repeated failures runs (the password is not tried).
+    private func checkPassword(_ password: SecretBytes?, header: FileHeader, now: Date, db: Database?)
+        throws(KeychainError) -> Bool
+    {
+        let path = statePath
+        let key = deviceKeys.stateKey
+        try DeviceState.withLock(path: path) { () throws(KeychainError) in
+            var state = try DeviceState.load(path: path, key: key, dbUUID: header.dbUUID)
+            if state.failedAttempts >= DeviceState.hardLimit {
+                throw KeychainError(.authFailed, "too many failed attempts; the keychain is locked out")
+            }
+            if state.nextAttemptAt > now.timeIntervalSince1970 {
+                let wait = Int((state.nextAttemptAt - now.timeIntervalSince1970).rounded(.up))
+                throw KeychainError(.authFailed, "too many failed attempts; try again in \(wait) s")
+            }
+            state.failedAttempts += 1
+            state.nextAttemptAt = now.timeIntervalSince1970 + DeviceState.delay(afterFailures: state.failedAttempts)
+            try state.save(path: path, key: key, dbUUID: header.dbUUID, sync: true)
         }
         let kek = try KeyHierarchy.passwordKEK(password: password, header: header, deviceKey: deviceKey)
         do {
             try loadClassKeys(kek: kek, header: header, now: now, db: db)
-            keys.withLock { $0.lastPasswordEntry = now }
         } catch {
-            state = (try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)) ?? state
-            state.failedAttempts += 1
-            state.nextAttemptAt = now.timeIntervalSince1970 + DeviceState.delay(afterFailures: state.failedAttempts)
-            try state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: true)
-            configuration.logger.warning("keychain.unlock.failed", metadata: ["attempts": "\(state.failedAttempts)"])
-            throw KeychainError(.authFailed)
+            configuration.logger.warning("keychain.password.wrong")
+            return false
         }
-        if state.failedAttempts != 0 || state.nextAttemptAt != 0 {
+        keys.withLock { $0.lastPasswordEntry = now }
+        try DeviceState.withLock(path: path) { () throws(KeychainError) in
+            var state = try DeviceState.load(path: path, key: key, dbUUID: header.dbUUID)
+            guard state.failedAttempts != 0 || state.nextAttemptAt != 0 else { return }
             state.failedAttempts = 0
             state.nextAttemptAt = 0
-            try state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: true)
+            try state.save(path: path, key: key, dbUUID: header.dbUUID, sync: true)
         }
+        return true
     }
 
     /// Changes, sets or removes the keychain's password (nil or empty = none). Only the class keys are re-wrapped,
@@ -372,23 +397,34 @@ public final class KeychainFile: Sendable {
     }
 
     /// Checks the keychain password as proof of the owner's presence (an item's UserPresence or DevicePasscode).
-    /// A right password also unlocks. Wrong answers here end a prompt after five tries and leave no lasting
-    /// penalty (the unlock back-off is for unlocking); each still costs a full scrypt.
+    /// A right password also unlocks. Wrong answers count toward the same back-off as unlocking: every door to
+    /// the password is one door.
     public func verifyOwnerPassword(_ password: SecretBytes) throws(KeychainError) {
         try verifyOwner(password: password, db: nil)
     }
 
     func verifyOwner(password: SecretBytes, db: Database?) throws(KeychainError) {
+        guard try ownerPasswordMatches(password, db: db) else { throw KeychainError(.authFailed) }
+    }
+
+    /// Checks the keychain password for `context` (LAContext's device-owner policies) and, when it is right, marks
+    /// the context authenticated: the only way a context becomes so, besides the engine's own prompts.
+    ///
+    /// - Returns: false for a wrong password (counted toward the back-off).
+    /// - Throws: `errSecAuthFailed` while the back-off refuses to try one.
+    package func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext) throws(KeychainError)
+        -> Bool
+    {
+        guard try ownerPasswordMatches(password, db: nil) else { return false }
+        context.markOwnerAuthenticated()
+        return true
+    }
+
+    /// False for a wrong password (counted); throws while the back-off refuses to try one.
+    func ownerPasswordMatches(_ password: SecretBytes, db: Database?) throws(KeychainError) -> Bool {
         let header = self.header.withLock { $0 }
         guard header.hasPassword else { throw KeychainError(.authFailed, "the keychain has no password") }
-        let now = configuration.clock()
-        let kek = try KeyHierarchy.passwordKEK(password: password, header: header, deviceKey: deviceKey)
-        do {
-            try loadClassKeys(kek: kek, header: header, now: now, db: db)
-        } catch {
-            throw KeychainError(.authFailed)
-        }
-        keys.withLock { $0.lastPasswordEntry = now }
+        return try checkPassword(password, header: header, now: configuration.clock(), db: db)
     }
 
     /// Unwraps every password-class key with `kek`; one failure (a wrong password) unwraps none.
@@ -553,10 +589,13 @@ public final class KeychainFile: Sendable {
     /// Loads the device state, lets `change` edit it, and saves it (not synced) when `change` says it changed.
     private func updateDeviceState(_ change: (inout DeviceState) -> Bool) {
         let header = self.header.withLock { $0 }
-        guard var state = try? DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID),
-            change(&state)
-        else { return }
-        try? state.save(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID, sync: false)
+        let path = statePath
+        let key = deviceKeys.stateKey
+        try? DeviceState.withLock(path: path) { () throws(KeychainError) in
+            guard var state = try? DeviceState.load(path: path, key: key, dbUUID: header.dbUUID), change(&state)
+            else { return }
+            try? state.save(path: path, key: key, dbUUID: header.dbUUID, sync: false)
+        }
     }
 
     deinit { flushEpoch() }
@@ -567,7 +606,8 @@ public final class KeychainFile: Sendable {
         let header = self.header.withLock { $0 }
         // The state first: it is written only after a commit, so any snapshot taken after reading it is at
         // least as new. (Read the other way round, another process's commit in between looks like a rollback.)
-        let state = try DeviceState.load(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
+        let storedState = try DeviceState.loadIfPresent(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
+        let state = storedState ?? DeviceState()
         let before = FileFingerprint.of(url)
         let unchanged = before != nil && before == state.verifiedFiles
         let (manifest, mac, rows) = try read { db in
@@ -585,6 +625,11 @@ public final class KeychainFile: Sendable {
             guard rows.digest == manifest.digest, rows.count == manifest.count else {
                 throw KeychainError(.decode, "the keychain's items do not match its manifest")
             }
+        }
+        // The state is written when the keychain is made; without it, a file that has been written to is either
+        // a copy from elsewhere or one whose state was removed (which would reset the back-off and the epoch).
+        if storedState == nil && manifest.epoch > 1 {
+            throw KeychainError(.decode, "the keychain's device state is missing (removed, or the file was copied here)")
         }
         guard manifest.epoch >= state.epoch else {
             throw KeychainError(.decode, "the keychain file is older than this device has seen (rollback)")
