@@ -1,4 +1,5 @@
 import Foundation
+import KeychainClient
 import Testing
 
 /// docker's own helper tests (osxkeychain_test.go, credentials_test.go), ported to run the built helper.
@@ -210,5 +211,41 @@ struct GitHelperSafetyTests {
         #expect(try git(tool, "store", "protocol=https\nhost=h.example\npath=org/a.git\nusername=u\npassword=new\n\n").status == 0)
         #expect(try git(tool, "get", "protocol=https\nhost=h.example\npath=org/a.git\n\n").stdout == "username=u\npassword=new\n")
         #expect(try git(tool, "get", "protocol=https\nhost=h.example\npath=org/b.git\n\n").stdout == "username=u\npassword=org/b.git\n")
+    }
+}
+
+@Suite("security: wrong passwords across processes")
+struct PasswordAttemptProcessTests {
+    @Test("a guess whose process is killed during the key derivation still counts toward the back-off")
+    func killedGuessesCount() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("create-keychain", "-p", "right", "work").status == 0)
+        #expect(try tool.run("lock-keychain", "work").status == 0)
+        // Each guess runs scrypt (N=2^17, about 0.4 s here); the attempt is recorded before it starts.
+        // Wait until the state shows the attempt, then kill the process in the middle of its derivation.
+        let stateDirectory = tool.home.appendingPathComponent("state/keychain")
+        func recordedFailures() -> Int? {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: stateDirectory.path)) ?? []
+            for name in names where name.hasSuffix(".state") {
+                let text = (try? String(contentsOf: stateDirectory.appendingPathComponent(name), encoding: .utf8)) ?? ""
+                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("failed ") }) {
+                    return Int(line.dropFirst("failed ".count))
+                }
+            }
+            return nil
+        }
+        var killed = 0
+        for attempt in 1...5 {
+            let child = try ChildProcess.spawn(Tool.binary.path, arguments: ["unlock-keychain", "-p", "wrong", "work"],
+                                               environment: tool.environment)
+            for _ in 0..<1000 where recordedFailures() != attempt { usleep(2_000) }
+            kill(child.pid, SIGKILL)
+            if child.wait() == .signalled(SIGKILL) { killed += 1 }
+        }
+        #expect(killed >= 3, "most kills should land during the derivation")
+        // Five counted failures: even the right password now waits.
+        let right = try tool.run("unlock-keychain", "-p", "right", "work")
+        #expect(right.status == 51)
     }
 }
