@@ -59,7 +59,7 @@ struct ItemCommands {
             var copy = bytes
             secret = SecretBytes(consuming: &copy)
         } else if let value = opts.value("w") ?? (kind == .generic ? opts.value("p") : nil) {
-            secret = SecretBytes(utf8: value)
+            secret = RawArguments.secret(value)
         } else {
             secret = SecretBytes(Data())
         }

@@ -14,7 +14,7 @@ struct KeychainCommands {
         for name in opts.operands {
             let password: SecretBytes?
             if let given = opts.value("p") {
-                password = SecretBytes(utf8: given)
+                password = RawArguments.secret(given)
             } else {
                 password = Terminal.newPassword(
                     prompt: "password for new keychain: ", retype: "retype password for new keychain: ")
@@ -63,7 +63,7 @@ struct KeychainCommands {
             let file = try session.keychain(name)
             let password: SecretBytes?
             if let given = opts.value("p") {
-                password = SecretBytes(utf8: given)
+                password = RawArguments.secret(given)
             } else if Terminal.hasTerminal || ProcessInfo.processInfo.environment["KEYCHAIN_PROMPTER"] == "pinentry" {
                 password = try session.askUnlockPassword(label: name ?? "default")
                 if password == nil { throw KeychainError.interactionNotAllowed() }
@@ -80,9 +80,9 @@ struct KeychainCommands {
     func setPassword(_ arguments: [String]) throws(CommandError) -> Int32 {
         let opts = try parse(arguments, CommandFlags.setPassword)
         guard opts.operands.count <= 1 else { throw .usage }
-        let old = opts.value("o").map { SecretBytes(utf8: $0) }
+        let old = opts.value("o").map(RawArguments.secret)
             ?? (Terminal.hasTerminal ? Terminal.readSecret(prompt: "Old Password: ") : Terminal.readSecretFromStandardInput())
-        let new = opts.value("p").map { SecretBytes(utf8: $0) }
+        let new = opts.value("p").map(RawArguments.secret)
             ?? Terminal.newPassword(prompt: "New Password: ", retype: "Retype New Password: ")
         guard let new else { return 1 }
         do {

@@ -249,3 +249,50 @@ struct PasswordAttemptProcessTests {
         #expect(right.status == 51)
     }
 }
+
+@Suite("security: secrets as bytes")
+struct SecretBytesEndToEndTests {
+    @Test("passwords that are not UTF-8, from -w and from standard input, are stored byte for byte")
+    func rawPasswords() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        // Through a shell: only it can put bytes that are not UTF-8 into an argument.
+        let sh = URL(fileURLWithPath: "/bin/sh")
+        let bin = Tool.binary.path
+        #expect(try tool.run(program: sh, ["-c", "\(bin) add-generic-password -a one -s raw -w \"$(printf '\\377A')\""],
+                             stdin: nil).status == 0)
+        #expect(try tool.run(program: sh, ["-c", "\(bin) add-generic-password -a two -s raw -w \"$(printf '\\376A')\""],
+                             stdin: nil).status == 0)
+        #expect(try tool.run(program: sh, ["-c", "printf '\\375A\\n' | \(bin) add-generic-password -a three -s raw -w"],
+                             stdin: nil).status == 0)
+        // `-w` prints a password with unprintable bytes in hex, as macOS does.
+        for (account, hex) in [("one", "ff41"), ("two", "fe41"), ("three", "fd41")] {
+            let found = try tool.run("find-generic-password", "-a", account, "-s", "raw", "-w")
+            #expect(found.stdout == hex + "\n", "\(account)")
+        }
+    }
+
+    @Test("a large secret on standard input is read whole; one past the limit is errSecDataTooLarge and not stored")
+    func largeSecrets() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        let big = String(repeating: "x", count: 3 << 20)
+        #expect(try tool.run("add-generic-password", "-a", "big", "-s", "large", "-w", stdin: big + "\n").status == 0)
+        let found = try tool.run("find-generic-password", "-a", "big", "-s", "large", "-w")
+        #expect(found.stdout == big + "\n")
+        let tooBig = String(repeating: "y", count: (4 << 20) + 1)
+        let refused = try tool.run("add-generic-password", "-a", "huge", "-s", "large", "-w", stdin: tooBig + "\n")
+        #expect(refused.status == 42)  // errSecDataTooLarge (-25302) & 0xff
+        #expect(try tool.run("find-generic-password", "-a", "huge", "-s", "large").status == 44)
+    }
+
+    @Test("set-keychain-password reads the old and the new password from one standard input")
+    func twoLinesFromStandardInput() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("create-keychain", "-p", "old", "work").status == 0)
+        #expect(try tool.run("set-keychain-password", "work", stdin: "old\nnew\n").status == 0)
+        #expect(try tool.run("lock-keychain", "work").status == 0)
+        #expect(try tool.run("unlock-keychain", "-p", "new", "work").status == 0)
+    }
+}

@@ -91,6 +91,7 @@ public enum QueryParser {
                     case .string(let s): query.valueData = SecretBytes(utf8: s)
                     default: throw .param("kSecValueData must be data")
                     }
+                    try checkSecretSize(query.valueData)
                 case "v_PersistentRef":
                     break  // parsed above
                 case "v_Ref":
@@ -160,6 +161,7 @@ public enum QueryParser {
                 case .string(let s): update.valueData = SecretBytes(utf8: s)
                 default: throw .param("kSecValueData must be data")
                 }
+                try checkSecretSize(update.valueData)
                 continue
             }
             guard key.utf8.count == 4, let descriptor = schema[key] else { throw .noSuchAttr(key) }
@@ -243,6 +245,12 @@ public enum QueryParser {
         default:
             // Unknown or legacy-only match keys are recorded and ignored by a search, as on Apple's keychain.
             break
+        }
+    }
+
+    private static func checkSecretSize(_ secret: SecretBytes?) throws(KeychainError) {
+        if let secret, secret.count > ItemRules.maximumSecretSize {
+            throw KeychainError(.dataTooLarge, "a secret holds at most \(ItemRules.maximumSecretSize >> 20) MiB")
         }
     }
 

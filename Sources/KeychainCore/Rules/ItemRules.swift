@@ -2,6 +2,10 @@ import Foundation
 
 /// Apple's item rules that need no file: building a new item, matching, applying an update (semantics §2, §3).
 public enum ItemRules {
+    /// The largest secret an item may hold (4 MiB): a keychain keeps small secrets, and every copy of a secret is
+    /// memory that must be wiped. Larger values are errSecDataTooLarge.
+    public static let maximumSecretSize = 4 << 20
+
     /// Builds the item an add stores: access group, accessibility, dates and primary-key defaults filled in.
     public static func newItem(from query: ItemQuery, caller: Caller, now: Date) throws(KeychainError) -> Item {
         precondition(query.operation == .add)
