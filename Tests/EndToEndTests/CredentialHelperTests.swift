@@ -296,3 +296,31 @@ struct SecretBytesEndToEndTests {
         #expect(try tool.run("unlock-keychain", "-p", "new", "work").status == 0)
     }
 }
+
+@Suite("security delete-keychain deletes only keychains")
+struct DeleteKeychainSafetyTests {
+    @Test("an ordinary file and its -wal sibling are left alone (errSecInvalidKeychain); a keychain goes")
+    func ordinaryFileKept() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try FileManager.default.createDirectory(at: tool.home, withIntermediateDirectories: true)
+        let notes = tool.home.appendingPathComponent("notes.txt")
+        try Data("my notes\n".utf8).write(to: notes)
+        try Data("log\n".utf8).write(to: URL(fileURLWithPath: notes.path + "-wal"))
+        let result = try tool.run("delete-keychain", notes.path)
+        #expect(result.status == Int32(UInt8(truncatingIfNeeded: -25295)))
+        #expect(FileManager.default.fileExists(atPath: notes.path))
+        #expect(FileManager.default.fileExists(atPath: notes.path + "-wal"))
+        // Another SQLite database is not a keychain either.
+        let sqlite = tool.home.appendingPathComponent("other.db")
+        _ = try ChildProcess.run("/usr/bin/env", arguments: ["python3", "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()", sqlite.path])
+        if FileManager.default.fileExists(atPath: sqlite.path) {
+            #expect(try tool.run("delete-keychain", sqlite.path).status == Int32(UInt8(truncatingIfNeeded: -25295)))
+            #expect(FileManager.default.fileExists(atPath: sqlite.path))
+        }
+        #expect(try tool.run("create-keychain", "-p", "pw", "work").status == 0)
+        #expect(try tool.run("delete-keychain", "work").status == 0)
+        #expect(!FileManager.default.fileExists(atPath: tool.home.appendingPathComponent("data/keychains/work.keychain-db").path))
+    }
+}

@@ -190,12 +190,28 @@ public final class KeychainFile: Sendable {
         return file
     }
 
-    /// Deletes a keychain file and its state. Open handles fail afterwards.
+    /// Deletes a keychain file and its write-ahead log. Open handles fail afterwards. Anything that is not a
+    /// keychain (an ordinary file named by mistake) is left alone: errSecInvalidKeychain.
     public static func delete(at url: URL) throws(KeychainError) {
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw KeychainError(.noSuchKeychain, url.lastPathComponent)
         }
+        guard isKeychain(url) else { throw KeychainError(.invalidKeychain, "\(url.lastPathComponent) is not a keychain") }
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
+    }
+
+    /// True when `url` is a keychain file: an SQLite database whose `kc_meta` names a keychain format. Read-only,
+    /// so looking never changes the file.
+    static func isKeychain(_ url: URL) -> Bool {
+        guard let head = FileSystem.readPrefix(url.path, count: 16), head == Array("SQLite format 3\0".utf8) else {
+            return false
+        }
+        var config = GRDB.Configuration()
+        config.readonly = true
+        guard let database = try? DatabaseQueue(path: url.path, configuration: config) else { return false }
+        defer { try? database.close() }
+        let format = try? database.read { db in try Int.fetchOne(db, sql: "SELECT format FROM kc_meta") }
+        return format != nil
     }
 
     /// One connection per file and process. A DatabasePool would add concurrent in-process readers, but it resets
