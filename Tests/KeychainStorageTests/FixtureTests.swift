@@ -1,11 +1,12 @@
 import Foundation
+import GRDB
 import KeychainCore
 import KeychainStorage
 import Testing
 
 /// One frozen keychain per shipped file format: every later version must still open and decrypt it.
 ///
-/// `Fixtures/format-1/` was written by format 1 (scrypt N=2^15 so the test stays quick); regenerate a fixture only
+/// `Fixtures/format-N/` was written by format N (scrypt N=2^15 so the test stays quick); regenerate a fixture only
 /// for a new format, with `KEYCHAIN_WRITE_FIXTURE=/some/dir swift test --filter FixtureTests`.
 @Suite("Frozen keychains of every shipped format")
 struct FixtureTests {
@@ -16,9 +17,18 @@ struct FixtureTests {
         ("genp", "akpu", "generic passcode-set"),
     ]
 
-    @Test("format 1 opens, unlocks and decrypts every item")
+    @Test("format 1 is migrated at open (no unlock needed), then unlocks and decrypts every item")
     func format1() throws {
-        let source = try #require(Bundle.module.url(forResource: "format-1", withExtension: nil, subdirectory: "Fixtures"))
+        try check("format-1", expectFormat: 2)
+    }
+
+    @Test("format 2 opens, unlocks and decrypts every item")
+    func format2() throws {
+        try check("format-2", expectFormat: 2)
+    }
+
+    func check(_ fixture: String, expectFormat: Int) throws {
+        let source = try #require(Bundle.module.url(forResource: fixture, withExtension: nil, subdirectory: "Fixtures"))
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-fixture-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         try FileManager.default.copyItem(at: source, to: root)
@@ -37,6 +47,16 @@ struct FixtureTests {
             #expect(found.first?.secret?.unprotectedString() == secret)
             #expect(found.first?.item.attributes["pdmn"] == .string(accessibility))
         }
+        // Written back as the current format, and still good when opened again.
+        file.close()
+        let format = try DatabaseQueue(path: root.appendingPathComponent("fixture.keychain-db").path).read { db in
+            try Int.fetchOne(db, sql: "SELECT format FROM kc_meta")
+        }
+        #expect(format == expectFormat)
+        let again = try KeychainFile.open(at: root.appendingPathComponent("fixture.keychain-db"), configuration: configuration)
+        try again.unlock(password: SecretBytes(utf8: Self.password))
+        #expect(try again.search(QueryParser.parse(["class": "genp", "acct": "ak", "r_Data": true], for: .search),
+                                 caller: caller).first?.secret?.unprotectedString() == "generic when-unlocked")
     }
 
     @Test("writes a fixture when asked", .enabled(if: ProcessInfo.processInfo.environment["KEYCHAIN_WRITE_FIXTURE"] != nil))
@@ -55,5 +75,6 @@ struct FixtureTests {
             if cls == "inet" { d["srvr"] = "example.com"; d["ptcl"] = "htps"; d["port"] = 443 }
             _ = try file.add(QueryParser.parse(d, for: .add), caller: Caller(accessGroups: ["fixture"]))
         }
+        file.close()
     }
 }

@@ -3,8 +3,15 @@ import KeychainCore
 
 /// The plaintext of an item's encrypted metadata: its attributes and access control, in a compact binary form.
 enum ItemCodec {
-    /// 2 adds the bound biometric enrolment after the access-control flags; 1 is still read.
-    static let version: UInt8 = 2
+    /// 3 pads the encoding with zeros to a size bucket (``paddedSize(_:)``), so the ciphertext no longer tells the
+    /// attributes' total length; 2 added the bound biometric enrolment after the access-control flags. 1 and 2 are
+    /// still read (rows are re-encoded when next written).
+    static let version: UInt8 = 3
+
+    /// At least 256 bytes, then the next power of two: the length reveals only which bucket the item is in.
+    static func paddedSize(_ length: Int) -> Int {
+        length <= 256 ? 256 : 1 << (Int.bitWidth - (length - 1).leadingZeroBitCount)
+    }
 
     static func encode(_ item: Item) -> [UInt8] {
         var out: [UInt8] = [version]
@@ -27,12 +34,15 @@ enum ItemCodec {
             case .date(let t): out.append(0x64); appendInt(Int64(bitPattern: t.bitPattern), to: &out)
             }
         }
+        out.append(contentsOf: repeatElement(0, count: paddedSize(out.count) - out.count))
         return out
     }
 
     static func decode(_ bytes: Data, itemClass: ItemClass, uuid: UUID) throws(KeychainError) -> Item {
         var reader = Reader(bytes: [UInt8](bytes))
-        guard let v = reader.byte(), v == 1 || v == version, let hasAC = reader.byte() else { throw .decode("metadata") }
+        guard let v = reader.byte(), (1...version).contains(v), let hasAC = reader.byte() else {
+            throw .decode("metadata")
+        }
         var accessControl: AccessControl?
         if hasAC == 1 {
             guard let prot = reader.string(), let protection = Accessibility(rawValue: prot), let flags = reader.int()
@@ -57,7 +67,13 @@ enum ItemCodec {
             default: throw .decode("metadata")
             }
         }
-        guard reader.atEnd else { throw .decode("metadata") }
+        // Version 3's padding: zeros only, up to exactly the bucket size.
+        if v >= 3 {
+            guard reader.bytes.count == paddedSize(reader.offset), reader.bytes[reader.offset...].allSatisfy({ $0 == 0 })
+            else { throw .decode("metadata") }
+        } else {
+            guard reader.atEnd else { throw .decode("metadata") }
+        }
         return Item(itemClass: itemClass, attributes: attributes, accessControl: accessControl, uuid: uuid)
     }
 

@@ -8,7 +8,8 @@ import KeychainCore
 /// found item before); each value is still checked for its type, so a damaged or edited row is errSecDecode.
 struct ItemRow {
     /// The select list; `init(_:)` reads the columns in this order.
-    static let columns = "rowid, uuid, kind, class, sync, gen, primary_index, meta, wrapped_key, secret"
+    static let columns =
+        "rowid, uuid, kind, class, sync, gen, primary_index, meta, wrapped_key, secret, group_index, account_index, service_index"
 
     let rowID: Int64
     let uuid: Data
@@ -21,6 +22,16 @@ struct ItemRow {
     let meta: Data
     let wrappedKey: Data
     let secret: Data
+    let groupIndex: Data
+    let accountIndex: Data
+    let serviceIndex: Data
+
+    /// The columns the manifest covers.
+    var identity: RowIdentity {
+        RowIdentity(rowID: rowID, uuid: uuid, kind: kind, accessibility: accessibility, sync: sync,
+                    generation: generation, primaryIndex: primaryIndex, groupIndex: groupIndex,
+                    accountIndex: accountIndex, serviceIndex: serviceIndex)
+    }
 
     init(_ row: Row) throws(KeychainError) {
         rowID = try row.required(at: 0)
@@ -33,6 +44,9 @@ struct ItemRow {
         meta = try row.required(at: 7)
         wrappedKey = try row.required(at: 8)
         secret = try row.required(at: 9)
+        groupIndex = try row.required(at: 10)
+        accountIndex = try row.required(at: 11)
+        serviceIndex = try row.required(at: 12)
     }
 }
 

@@ -22,6 +22,8 @@ struct DeviceKeys: Sendable {
     let serviceIndex: BlindIndex
     let manifestKey: SymmetricKey
     let stateKey: SymmetricKey
+    /// Format 2: each item class gets its own index space (see ``classIndex(_:kind:column:)``).
+    private let classIndexKey: HMAC<SHA256>
 
     init(deviceKey: SymmetricKey, header: FileHeader) {
         func derive(_ label: String, uuid: Bool = false) -> SymmetricKey {
@@ -36,6 +38,32 @@ struct DeviceKeys: Sendable {
         serviceIndex = BlindIndex(key: derive("bidx/svce"))
         manifestKey = derive("manifest")
         stateKey = derive("state")
+        classIndexKey = HMAC(key: derive("bidx/class"))
+    }
+
+    /// The stored form of a group, account or service index (format 2): the format-1 value keyed once more with the
+    /// item's class and column, so equal accounts of a generic and an internet password no longer share an index
+    /// value. Computed from the format-1 value alone, so migrating needs no plaintext (and no unlock).
+    func classIndex(_ v1: Data, kind: String, column: String) -> Data {
+        var mac = classIndexKey
+        var input = AAD("kc2/bidx")
+        input.append(kind)
+        input.append(column)
+        input.append(v1)
+        mac.update(data: input.bytes)
+        return Data(mac.finalize().prefix(16))
+    }
+
+    func groupIndex(_ group: String, kind: String) -> Data {
+        classIndex(groupIndex(Array(group.utf8)), kind: kind, column: "group")
+    }
+
+    func accountIndex(_ bytes: [UInt8], kind: String) -> Data {
+        classIndex(accountIndex(bytes), kind: kind, column: "account")
+    }
+
+    func serviceIndex(_ bytes: [UInt8], kind: String) -> Data {
+        classIndex(serviceIndex(bytes), kind: kind, column: "service")
     }
 }
 

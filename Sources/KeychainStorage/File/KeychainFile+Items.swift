@@ -250,6 +250,12 @@ extension KeychainFile {
         var meta: Data
         var wrappedKey: Data
         var secret: Data
+
+        func identity(rowID: Int64) -> RowIdentity {
+            RowIdentity(rowID: rowID, uuid: uuid, kind: kind, accessibility: accessibility, sync: sync,
+                        generation: generation, primaryIndex: primaryIndex, groupIndex: groupIndex,
+                        accountIndex: accountIndex, serviceIndex: serviceIndex)
+        }
     }
 
     /// Decides whether a protected item may be read (Apple's `od` operation), asking the user when the call allows
@@ -398,10 +404,7 @@ extension KeychainFile {
                 nil as Int64?, s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex,
                 s.accountIndex, s.serviceIndex, s.meta, s.wrappedKey, s.secret,
             ])
-        changes.added.append(
-            Manifest.contribution(
-                uuid: s.uuid, kind: s.kind, accessibility: s.accessibility, sync: s.sync, generation: s.generation,
-                primaryIndex: s.primaryIndex, key: deviceKeys.manifestKey))
+        changes.added.append(Manifest.contribution(s.identity(rowID: db.lastInsertedRowID), key: deviceKeys.manifestKey))
     }
 
     /// Rewrites a row in place (one UPDATE: only the indexes whose values change are touched).
@@ -415,16 +418,11 @@ extension KeychainFile {
             s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex, s.accountIndex,
             s.serviceIndex, s.meta, s.wrappedKey, s.secret, rowID,
         ])
-        changes.added.append(
-            Manifest.contribution(
-                uuid: s.uuid, kind: s.kind, accessibility: s.accessibility, sync: s.sync, generation: s.generation,
-                primaryIndex: s.primaryIndex, key: deviceKeys.manifestKey))
+        changes.added.append(Manifest.contribution(s.identity(rowID: rowID), key: deviceKeys.manifestKey))
     }
 
     private func contribution(of row: ItemRow) -> [UInt8] {
-        Manifest.contribution(
-            uuid: row.uuid, kind: row.kind, accessibility: row.accessibility, sync: row.sync,
-            generation: row.generation, primaryIndex: row.primaryIndex, key: deviceKeys.manifestKey)
+        Manifest.contribution(row.identity, key: deviceKeys.manifestKey)
     }
 
     func classKey(_ cls: Accessibility) -> (SymmetricKey, SymmetricKey)? {
@@ -504,11 +502,11 @@ extension KeychainFile {
             return SealedItem(
                 uuid: uuid, kind: kind, accessibility: cls.rawValue, sync: sync, generation: generation,
                 primaryIndex: primaryIndex,
-                groupIndex: deviceKeys.groupIndex(Array(item.accessGroup.utf8)),
+                groupIndex: deviceKeys.groupIndex(item.accessGroup, kind: kind),
                 accountIndex: deviceKeys.accountIndex(
-                    indexBytes(item.effectiveValue(accountCode), code: accountCode, cls: item.itemClass)),
+                    indexBytes(item.effectiveValue(accountCode), code: accountCode, cls: item.itemClass), kind: kind),
                 serviceIndex: deviceKeys.serviceIndex(
-                    indexBytes(item.effectiveValue(serviceCode), code: serviceCode, cls: item.itemClass)),
+                    indexBytes(item.effectiveValue(serviceCode), code: serviceCode, cls: item.itemClass), kind: kind),
                 meta: meta, wrappedKey: wrappedKey, secret: sealedSecret)
         } catch let error as KeychainError {
             throw error
@@ -638,17 +636,18 @@ extension KeychainFile {
             clauses.append("class = ?")
             arguments.append(accessibility.rawValue)
         }
+        let kind = query.itemClass.rawValue
         if let group = query.accessGroup {
             clauses.append("group_index = ?")
-            arguments.append(deviceKeys.groupIndex(Array(group.utf8)))
+            arguments.append(deviceKeys.groupIndex(group, kind: kind))
         }
         if let code = Self.serviceCode(query.itemClass), let value = query.attributes[code] {
             clauses.append("service_index = ?")
-            arguments.append(deviceKeys.serviceIndex(indexBytes(value, code: code, cls: query.itemClass)))
+            arguments.append(deviceKeys.serviceIndex(indexBytes(value, code: code, cls: query.itemClass), kind: kind))
         }
         if let code = Self.accountCode(query.itemClass), let value = query.attributes[code] {
             clauses.append("account_index = ?")
-            arguments.append(deviceKeys.accountIndex(indexBytes(value, code: code, cls: query.itemClass)))
+            arguments.append(deviceKeys.accountIndex(indexBytes(value, code: code, cls: query.itemClass), kind: kind))
         }
         if let ref = query.persistentReference {
             switch ref.identifier {

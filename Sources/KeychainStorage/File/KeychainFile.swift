@@ -167,7 +167,7 @@ public final class KeychainFile: Sendable {
                     throw KeychainError(.invalidKeychain, "not a keychain file")
                 }
                 let format: Int = try row.required("format")
-                guard format == FileSchema.formatVersion else {
+                guard FileSchema.readableFormats.contains(format) else {
                     throw KeychainError(.wrongSecVersion, "format \(format)")
                 }
                 return FileHeader(
@@ -184,6 +184,7 @@ public final class KeychainFile: Sendable {
             throw StorageErrors.map(error)
         }
         let file = KeychainFile(url: url, database: database, configuration: configuration, deviceKey: deviceKey, header: header)
+        try file.migrateIfNeeded()
         try file.verifyManifest()
         try file.loadDeviceClassKeys()
         if !header.hasPassword { try file.unlock(password: nil) }
@@ -383,13 +384,9 @@ public final class KeychainFile: Sendable {
                     arguments: [cls.rawValue, KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw", blob])
             }
             guard removedPasscodeClass else { return 0 }
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT uuid, kind, class, sync, gen, primary_index FROM items WHERE class = 'akpu'")
+            let rows = try Row.fetchAll(db, sql: "SELECT \(RowIdentity.columns) FROM items WHERE class = 'akpu'")
             for row in rows {
-                changes.removed.append(
-                    Manifest.contribution(
-                        uuid: try row.required("uuid"), kind: try row.required("kind"), accessibility: try row.required("class"), sync: try row.required("sync"),
-                        generation: try row.required("gen"), primaryIndex: try row.required("primary_index"), key: deviceKeys.manifestKey))
+                changes.removed.append(Manifest.contribution(try RowIdentity(row), key: deviceKeys.manifestKey))
             }
             try db.execute(sql: "DELETE FROM items WHERE class = 'akpu'")
             return rows.count
@@ -659,15 +656,15 @@ public final class KeychainFile: Sendable {
 
     /// The XOR of every row's manifest contribution, and how many rows there are.
     private func scanRows(_ db: Database) throws -> (digest: Data, count: Int64) {
+        try Self.scanRows(db) { Manifest.contribution($0, key: deviceKeys.manifestKey) }
+    }
+
+    static func scanRows(_ db: Database, contribution: (RowIdentity) -> [UInt8]) throws -> (digest: Data, count: Int64) {
         var digest = [UInt8](repeating: 0, count: 32)
         var count: Int64 = 0
-        let rows = try Row.fetchCursor(db, sql: "SELECT uuid, kind, class, sync, gen, primary_index FROM items")
+        let rows = try Row.fetchCursor(db, sql: "SELECT \(RowIdentity.columns) FROM items")
         while let row = try rows.next() {
-            let c = Manifest.contribution(
-                uuid: try row.required("uuid"), kind: try row.required("kind"),
-                accessibility: try row.required("class"), sync: try row.required("sync"),
-                generation: try row.required("gen"), primaryIndex: try row.required("primary_index"),
-                key: deviceKeys.manifestKey)
+            let c = contribution(try RowIdentity(row))
             for i in 0..<32 { digest[i] ^= c[i] }
             count += 1
         }

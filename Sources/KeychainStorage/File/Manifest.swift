@@ -15,15 +15,34 @@ struct Manifest {
         var added: [[UInt8]] = []
     }
 
-    static func contribution(uuid: Data, kind: String, accessibility: String, sync: Int64, generation: Int64,
-                             primaryIndex: Data, key: SymmetricKey) -> [UInt8] {
+    /// A row's share of the digest (format 2): its identity, class, generation, every index column and its rowid,
+    /// so that swapped rowids (which reorder results) and edited index values (which hide items) are caught by the
+    /// full scan as surely as removed rows.
+    static func contribution(_ row: RowIdentity, key: SymmetricKey) -> [UInt8] {
+        var aad = AAD("kc2/row")
+        aad.append(row.rowID)
+        aad.append(row.uuid)
+        aad.append(row.kind)
+        aad.append(row.accessibility)
+        aad.append(row.sync)
+        aad.append(row.generation)
+        aad.append(row.primaryIndex)
+        aad.append(row.groupIndex)
+        aad.append(row.accountIndex)
+        aad.append(row.serviceIndex)
+        return Array(HMAC<SHA256>.authenticationCode(for: aad.bytes, using: key))
+    }
+
+    /// Format 1's share, which covered neither the rowid nor the group, account and service indexes (read only to
+    /// check a format-1 file before migrating it).
+    static func contributionV1(_ row: RowIdentity, key: SymmetricKey) -> [UInt8] {
         var aad = AAD("kc1/row")
-        aad.append(uuid)
-        aad.append(kind)
-        aad.append(accessibility)
-        aad.append(sync)
-        aad.append(generation)
-        aad.append(primaryIndex)
+        aad.append(row.uuid)
+        aad.append(row.kind)
+        aad.append(row.accessibility)
+        aad.append(row.sync)
+        aad.append(row.generation)
+        aad.append(row.primaryIndex)
         return Array(HMAC<SHA256>.authenticationCode(for: aad.bytes, using: key))
     }
 
@@ -34,13 +53,15 @@ struct Manifest {
         count += Int64(changes.added.count - changes.removed.count)
     }
 
-    func macInput(_ header: FileHeader) -> [UInt8] {
+    /// What the MAC covers. From format 2 the format number too, so a file cannot be passed off as an older one.
+    func macInput(_ header: FileHeader, format: Int = FileSchema.formatVersion) -> [UInt8] {
         var aad = AAD("kc1/manifest")
         aad.append(header.dbUUID)
         aad.append(epoch)
         aad.append(count)
         aad.append(digest)
         aad.append(header.keybagGeneration)
+        if format >= 2 { aad.append(Int64(format)) }
         return aad.bytes
     }
 
@@ -49,8 +70,8 @@ struct Manifest {
     }
 
     /// Whether `stored` is this manifest's MAC (compared in constant time).
-    func verify(_ stored: Data, key: SymmetricKey, header: FileHeader) -> Bool {
-        HMAC<SHA256>.isValidAuthenticationCode(stored, authenticating: macInput(header), using: key)
+    func verify(_ stored: Data, key: SymmetricKey, header: FileHeader, format: Int = FileSchema.formatVersion) -> Bool {
+        HMAC<SHA256>.isValidAuthenticationCode(stored, authenticating: macInput(header, format: format), using: key)
     }
 
     static func load(_ db: Database) throws -> Manifest {
@@ -64,5 +85,49 @@ struct Manifest {
     func store(_ db: Database, mac: Data) throws {
         try db.cachedStatement(sql: "UPDATE kc_meta SET epoch = ?, item_count = ?, set_digest = ?, manifest_mac = ?")
             .execute(arguments: [epoch, count, digest, mac])
+    }
+}
+
+/// The clear columns of an item row that the manifest covers.
+struct RowIdentity {
+    var rowID: Int64
+    var uuid: Data
+    var kind: String
+    var accessibility: String
+    var sync: Int64
+    var generation: Int64
+    var primaryIndex: Data
+    var groupIndex: Data
+    var accountIndex: Data
+    var serviceIndex: Data
+
+    init(rowID: Int64, uuid: Data, kind: String, accessibility: String, sync: Int64, generation: Int64,
+         primaryIndex: Data, groupIndex: Data, accountIndex: Data, serviceIndex: Data) {
+        self.rowID = rowID
+        self.uuid = uuid
+        self.kind = kind
+        self.accessibility = accessibility
+        self.sync = sync
+        self.generation = generation
+        self.primaryIndex = primaryIndex
+        self.groupIndex = groupIndex
+        self.accountIndex = accountIndex
+        self.serviceIndex = serviceIndex
+    }
+
+    /// The select list `init(_:)` reads, in order.
+    static let columns = "rowid, uuid, kind, class, sync, gen, primary_index, group_index, account_index, service_index"
+
+    init(_ row: Row) throws(KeychainError) {
+        rowID = try row.required(at: 0)
+        uuid = try row.required(at: 1)
+        kind = try row.required(at: 2)
+        accessibility = try row.required(at: 3)
+        sync = try row.required(at: 4)
+        generation = try row.required(at: 5)
+        primaryIndex = try row.required(at: 6)
+        groupIndex = try row.required(at: 7)
+        accountIndex = try row.required(at: 8)
+        serviceIndex = try row.required(at: 9)
     }
 }

@@ -2,8 +2,9 @@ import GRDB
 
 /// The keychain file's tables. Migrations are frozen history: never edit one that has shipped.
 enum FileSchema {
-    /// Format 1: see docs/FILE-FORMAT.md.
-    static let formatVersion = 1
+    /// Format 2: see docs/FILE-FORMAT.md. Format 1 files are migrated when opened (``FormatMigration``).
+    static let formatVersion = 2
+    static let readableFormats: ClosedRange<Int> = 1...2
 
     static func migrator() -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
