@@ -19,11 +19,13 @@ public final class KeychainClient: Sendable {
     /// with none it is a keychain without a password, like a device without a passcode.
     public static func open(
         keychain nameOrPath: String, locations: KeychainLocations = .current(), caller: Caller,
-        createWithPassword password: SecretBytes? = nil, kdf: KDFParameters = .standard
+        createWithPassword password: SecretBytes? = nil, kdf: KDFParameters = .standard,
+        clock: (@Sendable () -> Date)? = nil
     ) throws(KeychainError) -> KeychainClient {
         let url = locations.url(forKeychain: nameOrPath)
         var configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
         configuration.kdf = kdf
+        if let clock { configuration.clock = clock }
         configuration.prompter = DefaultPrompter.make()
         let file = try OpenKeychains.shared.file(at: url, configuration: configuration, createWithPassword: password)
         return KeychainClient(file: file, caller: caller)

@@ -77,16 +77,28 @@ struct ReliabilityTests {
         defer { try? FileManager.default.removeItem(at: tool.home) }
         try tool.run("add-generic-password", "-a", "seed", "-s", "seed", "-w", "x")
         var acknowledged: [String] = []
-        var generator = SystemRandomNumberGenerator()
-        let rounds = Int(ProcessInfo.processInfo.environment["KEYCHAIN_KILL_ROUNDS"] ?? "") ?? 25
+        // Seeded, and the seed printed, so that a failing run can be replayed (KEYCHAIN_KILL_SEED).
+        let environment = ProcessInfo.processInfo.environment
+        let seed = UInt64(environment["KEYCHAIN_KILL_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
+        print("killed writers: seed \(seed)")
+        var generator = SplitMix64(seed: seed)
+        let rounds = Int(environment["KEYCHAIN_KILL_ROUNDS"] ?? "") ?? 25
         var killed = 0
+        var killsInWrite = 0
         var unacknowledged: [String] = []
         for round in 0..<rounds {
             let account = "kill-\(round)"
             let writer = try ChildProcess.spawn(
                 Tool.binary.path, arguments: ["add-generic-password", "-a", account, "-s", "crash", "-w", "secret-\(round)"],
                 environment: tool.environment)
-            usleep(UInt32.random(in: 0...60_000, using: &generator))
+            if round % 2 == 0 {
+                usleep(UInt32(generator.next() % 60_000))
+            } else {
+                // Aim at the write itself: wait until the writer is inside a write or sync system call.
+                let deadline = Date().addingTimeInterval(0.5)
+                while !Self.isWriting(writer.pid) && Date() < deadline && !Self.hasExited(writer.pid) {}
+            }
+            if Self.isWriting(writer.pid) { killsInWrite += 1 }
             writer.send(SIGKILL)
             if writer.wait() == .exited(0) {
                 acknowledged.append(account)
@@ -107,7 +119,29 @@ struct ReliabilityTests {
             }
             #expect(Set(present.keys).isSubset(of: Set(acknowledged + unacknowledged)), "round \(round): unknown items")
         }
-        print("killed writers: \(killed) of \(rounds) killed before acknowledging; \(acknowledged.count) acknowledged")
+        print("killed writers: \(killed) of \(rounds) killed before acknowledging, \(killsInWrite) of them inside a "
+            + "write or sync call; \(acknowledged.count) acknowledged")
+        #expect(killsInWrite > 0, "no kill landed during a write: the run proved nothing about torn writes")
+    }
+
+    /// Whether `pid` has finished (a zombie waiting to be reaped, or gone).
+    static func hasExited(_ pid: pid_t) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return true }
+        return text[text.index(close, offsetBy: 2)] == "Z"
+    }
+
+    /// Whether `pid` is in pwrite64, write, fsync or fdatasync now (x86_64 and aarch64 numbers), from /proc.
+    static func isWriting(_ pid: pid_t) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/syscall", encoding: .utf8),
+            let number = Int(text.prefix { $0 != " " && $0 != "\n" })
+        else { return false }
+        #if arch(x86_64)
+        return [1, 18, 74, 75].contains(number)
+        #else
+        return [64, 68, 82, 83].contains(number)
+        #endif
     }
 }
 

@@ -9,7 +9,8 @@ import Testing
 struct ConformanceVectorTests {
     @Test("vectors 1–27")
     func vectors() throws {
-        let kc = try TestKeychain()
+        let clock = ManualClock()
+        let kc = try TestKeychain(clock: clock.read)
         let c = kc.client
 
         // 1
@@ -54,7 +55,7 @@ struct ConformanceVectorTests {
         #expect(status { try c.update(["class": "genp", "acct": "a"], with: ["class": "genp"]) } == -25303)
         // 16
         let before = try #require(try c.search(["class": "genp", "acct": "a", "r_Attributes": true]).first?.item)
-        Thread.sleep(forTimeInterval: 0.01)
+        clock.advance(by: 1)
         #expect(try c.update(["class": "genp", "acct": "a"], with: ["v_Data": .data(Data("q"))]) == 1)
         let after = try #require(try c.search(["class": "genp", "acct": "a", "r_Attributes": true, "r_Data": true]).first)
         #expect(after.secret == SecretBytes(utf8: "q"))

@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainStorage
+import Synchronization
 
 /// A keychain in a fresh temporary XDG tree, removed when the value goes away.
 final class TestKeychain {
@@ -9,7 +10,7 @@ final class TestKeychain {
     let locations: KeychainLocations
     let client: KeychainClient
 
-    init(groups: [String] = ["G1", "G2"], password: String? = nil) throws {
+    init(groups: [String] = ["G1", "G2"], password: String? = nil, clock: (@Sendable () -> Date)? = nil) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-test-\(UUID().uuidString)")
         locations = KeychainLocations(
             keychainDirectory: root.appendingPathComponent("data/keychains"),
@@ -17,7 +18,7 @@ final class TestKeychain {
             configDirectory: root.appendingPathComponent("config/keychain"))
         client = try KeychainClient.open(
             keychain: "test", locations: locations, caller: Caller(accessGroups: groups),
-            createWithPassword: password.map { SecretBytes(utf8: $0) }, kdf: .fastForTests)
+            createWithPassword: password.map { SecretBytes(utf8: $0) }, kdf: .fastForTests, clock: clock)
     }
 
     /// Another caller on the same file.
@@ -44,4 +45,12 @@ func status(_ body: () throws -> Void) -> Int32 {
 
 extension Data {
     init(_ string: String) { self = Data(string.utf8) }
+}
+
+/// A clock a test moves by hand (shared with the engine, so it is Sendable).
+final class ManualClock: Sendable {
+    private let time = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    var now: Date { time.withLock { $0 } }
+    func advance(by seconds: TimeInterval) { time.withLock { $0 += seconds } }
+    var read: @Sendable () -> Date { { [self] in self.now } }
 }

@@ -161,13 +161,20 @@ struct TamperTests {
             try t.add(["class": "genp", "acct": .string("acct-\(i)"), "svce": "svc", "v_Data": .data(Data(secret.utf8))])
         }
         #expect(((try? FileManager.default.attributesOfItem(atPath: t.url.path + "-wal")[.size]) as? Int ?? 0) > 0)
-        var generator = SystemRandomNumberGenerator()
+        // Seeded, and the seed printed, so a failing run can be replayed (KEYCHAIN_TAMPER_SEED).
+        let seed = UInt64(ProcessInfo.processInfo.environment["KEYCHAIN_TAMPER_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
+        print("random damage: seed \(seed)")
+        var generator = SeededGenerator(seed: seed)
         var outcomes: [String: Int] = [:]
+        var errors = 0, opened = 0, skipped = 0
         for round in 0..<rounds {
             let (url, configuration) = try snapshot(t, into: t.root.appendingPathComponent("trial-\(round)"))
             let target = Bool.random(using: &generator) ? url.path : url.path + "-wal"
             var bytes = fileBytes(target)
-            guard !bytes.isEmpty else { continue }
+            guard !bytes.isEmpty else {
+                skipped += 1
+                continue
+            }
             let damage: String
             if Bool.random(using: &generator) {
                 bytes.removeLast(Int.random(in: 1...bytes.count, using: &generator))
@@ -194,8 +201,17 @@ struct TamperTests {
                 }
             }
             outcomes["\(damage) \(target.hasSuffix("-wal") ? "wal" : "db"): \(s == 0 ? "opened, \(readable == 16 ? "all" : "some") items" : "error \(s)")", default: 0] += 1
+            if s == 0 { opened += 1 } else {
+                errors += 1
+                // Damage is reported with a keychain status, never as an unknown error.
+                #expect(s != 1, "round \(round): a failure without a keychain status")
+            }
         }
-        print("random damage over \(rounds) rounds:", outcomes.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: "; "))
+        print("random damage over \(rounds) rounds (seed \(seed)):",
+              outcomes.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: "; "))
+        #expect(errors + opened + skipped == rounds)
+        // Damage must be noticed: with tens of rounds of flips and truncations, some opens have to fail.
+        #expect(errors > 0)
     }
 
     /// Reopens `t` with a logger and reports whether the open read every row against the manifest.
