@@ -57,6 +57,14 @@ struct FixtureTests {
         try again.unlock(password: SecretBytes(utf8: Self.password))
         #expect(try again.search(QueryParser.parse(["class": "genp", "acct": "ak", "r_Data": true], for: .search),
                                  caller: caller).first?.secret?.unprotectedString() == "generic when-unlocked")
+        // A password change re-seals every row's metadata; rows written by an older format keep their secrets.
+        try again.changePassword(old: SecretBytes(utf8: Self.password), new: SecretBytes(utf8: "changed"))
+        for (cls, accessibility, secret) in Self.items {
+            let found = try again.search(
+                QueryParser.parse(["class": .string(cls), "acct": .string(accessibility), "r_Data": true], for: .search),
+                caller: caller)
+            #expect(found.first?.secret?.unprotectedString() == secret, "\(fixture) \(accessibility) after a change")
+        }
     }
 
     @Test("writes a fixture when asked", .enabled(if: ProcessInfo.processInfo.environment["KEYCHAIN_WRITE_FIXTURE"] != nil))

@@ -78,7 +78,7 @@ struct TamperTests {
         try tamper(t) { db in
             try db.execute(sql: "DELETE FROM items WHERE rowid = 1")
             try db.execute(
-                sql: "INSERT INTO items SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?",
+                sql: "INSERT INTO items SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?",
                 arguments: StatementArguments(old!.databaseValues))
         }
         #expect(status { try t.reopen() } == -26275)

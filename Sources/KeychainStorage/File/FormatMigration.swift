@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GRDB
 import KeychainCore
@@ -6,7 +7,8 @@ import Synchronization
 /// Brings a format-1 file to format 2, in one transaction, with the device key alone (no unlock needed):
 /// - the group, account and service indexes get a per-class key (``DeviceKeys/classIndex(_:kind:column:)``),
 ///   computed from the stored format-1 values;
-/// - the manifest covers each row's rowid and index columns, and its MAC covers the format number.
+/// - the manifest covers each row's rowid and index columns, and its MAC covers the format number;
+/// - each row records the metadata hash its secret was sealed against (`secret_binding`).
 ///
 /// The format-1 manifest is checked in full first (MAC and every row): re-MACing an unchecked file would bless
 /// whatever was done to it. Another process may migrate first; the transaction then finds format 2 and stops.
@@ -24,6 +26,14 @@ extension KeychainFile {
                 let v1 = try Self.scanRows(db) { Manifest.contributionV1($0, key: keys.manifestKey) }
                 guard v1.digest == manifest.digest, v1.count == manifest.count else {
                     throw KeychainError(.decode, "the keychain's items do not match its manifest")
+                }
+                try db.execute(sql: FileSchema.secretBindingSQL)
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES (?)",
+                               arguments: [FileSchema.secretBindingMigration])
+                for row in try Row.fetchAll(db, sql: "SELECT rowid, meta FROM items") {
+                    let meta: Data = try row.required(at: 1)
+                    try db.execute(sql: "UPDATE items SET secret_binding = ? WHERE rowid = ?",
+                                   arguments: [Data(SHA256.hash(data: meta)), row[0] as Int64])
                 }
                 let rows = try Row.fetchAll(db, sql: "SELECT \(RowIdentity.columns) FROM items")
                 var digest = [UInt8](repeating: 0, count: 32)

@@ -9,7 +9,8 @@ import KeychainCore
 struct ItemRow {
     /// The select list; `init(_:)` reads the columns in this order.
     static let columns =
-        "rowid, uuid, kind, class, sync, gen, primary_index, meta, wrapped_key, secret, group_index, account_index, service_index"
+        "rowid, uuid, kind, class, sync, gen, primary_index, meta, wrapped_key, secret, group_index, account_index, service_index, "
+        + "secret_binding"
 
     let rowID: Int64
     let uuid: Data
@@ -25,6 +26,8 @@ struct ItemRow {
     let groupIndex: Data
     let accountIndex: Data
     let serviceIndex: Data
+    /// For rows written by format 1: the metadata hash the secret is bound to (see FileSchema).
+    let secretBinding: Data?
 
     /// The columns the manifest covers.
     var identity: RowIdentity {
@@ -47,6 +50,7 @@ struct ItemRow {
         groupIndex = try row.required(at: 10)
         accountIndex = try row.required(at: 11)
         serviceIndex = try row.required(at: 12)
+        secretBinding = try row.optional(at: 13)
     }
 }
 

@@ -412,7 +412,8 @@ extension KeychainFile {
         try db.cachedStatement(
             sql: """
                 UPDATE items SET uuid = ?, kind = ?, class = ?, sync = ?, gen = ?, primary_index = ?, group_index = ?,
-                  account_index = ?, service_index = ?, meta = ?, wrapped_key = ?, secret = ? WHERE rowid = ?
+                  account_index = ?, service_index = ?, meta = ?, wrapped_key = ?, secret = ?, secret_binding = NULL
+                  WHERE rowid = ?
                 """
         ).execute(arguments: [
             s.uuid, s.kind, s.accessibility, s.sync, s.generation, s.primaryIndex, s.groupIndex, s.accountIndex,
@@ -480,12 +481,11 @@ extension KeychainFile {
             let meta = try Sealing.seal(ItemCodec.encode(item), key: metaKey, aad: metaAAD.bytes)
 
             let itemKey = SymmetricKey.random()
-            var secretAAD = AAD("kc1/sec")
-            secretAAD.append(header.dbUUID); secretAAD.append(uuid); secretAAD.append(kind)
-            secretAAD.append(cls.rawValue); secretAAD.append(generation); secretAAD.append(Data(SHA256.hash(data: meta)))
+            let secretAAD = Self.secretAAD(header: header, uuid: uuid, kind: kind, cls: cls, generation: generation,
+                                           binding: nil)
             var padded = SecretPadding.pad(secret)
             defer { padded.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
-            let sealedSecret = try Sealing.seal(padded, key: itemKey, aad: secretAAD.bytes)
+            let sealedSecret = try Sealing.seal(padded, key: itemKey, aad: secretAAD)
 
             var keyBytes = itemKey.bytes
             defer { keyBytes.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
@@ -563,11 +563,47 @@ extension KeychainFile {
                                                  generation: generation)
         }
         let itemKey = SymmetricKey(data: keyData)
-        var aad = AAD("kc1/sec")
-        aad.append(header.dbUUID); aad.append(uuidBytes); aad.append(item.itemClass.rawValue)
-        aad.append(cls.rawValue); aad.append(generation); aad.append(Data(SHA256.hash(data: row.meta)))
-        var padded = try Sealing.open(row.secret, key: itemKey, aad: aad.bytes)
+        let aad = Self.secretAAD(header: header, uuid: uuidBytes, kind: item.itemClass.rawValue, cls: cls,
+                                 generation: generation, binding: row.secretBinding)
+        var padded = try Sealing.open(row.secret, key: itemKey, aad: aad)
         return try SecretPadding.unpad(&padded)
+    }
+
+    /// What a secret is sealed against: the item's identity, class and generation. Rows written by format 1 were
+    /// also bound to their metadata ciphertext's hash, kept in `secret_binding` since (so the metadata can be sealed
+    /// again without the secret).
+    static func secretAAD(header: FileHeader, uuid: Data, kind: String, cls: Accessibility, generation: Int64,
+                          binding: Data?) -> [UInt8] {
+        var aad = AAD(binding == nil ? "kc2/sec" : "kc1/sec")
+        aad.append(header.dbUUID); aad.append(uuid); aad.append(kind)
+        aad.append(cls.rawValue); aad.append(generation)
+        if let binding { aad.append(binding) }
+        return aad.bytes
+    }
+
+    /// Moves a row from an old class key to a new one (a password change): the item-key blob is wrapped again and
+    /// the metadata sealed again under the new metadata key. The secret is untouched: it is sealed under its own
+    /// item key (behind an application password too, for such items), which the new wrap carries.
+    func rewrap(_ row: ItemRow, from oldKey: SymmetricKey, to newKey: SymmetricKey, header: FileHeader, db: Database)
+        throws
+    {
+        guard let cls = Accessibility(rawValue: row.accessibility) else { throw KeychainError.decode("row") }
+        let keyAAD = itemKeyAAD(header: header, uuid: row.uuid, cls: cls, generation: row.generation,
+                                primaryIndex: row.primaryIndex)
+        var keyBlob = try Sealing.open(row.wrappedKey, key: oldKey, aad: keyAAD)
+        defer { keyBlob.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+        let wrappedKey = try Sealing.seal(keyBlob, key: newKey, aad: keyAAD)
+        var metaAAD = AAD("kc1/meta")
+        metaAAD.append(header.dbUUID); metaAAD.append(row.uuid); metaAAD.append(row.kind); metaAAD.append(cls.rawValue)
+        metaAAD.append(row.sync); metaAAD.append(row.generation)
+        var plain = try Sealing.open(row.meta, key: KeyHierarchy.metadataKey(classKey: oldKey, header: header),
+                                     aad: metaAAD.bytes)
+        defer { plain.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+        let meta = try Sealing.seal(plain, key: KeyHierarchy.metadataKey(classKey: newKey, header: header),
+                                    aad: metaAAD.bytes)
+        // A format-1 row keeps its binding; a format-2 row has none (its secret is not bound to the metadata).
+        try db.cachedStatement(sql: "UPDATE items SET wrapped_key = ?, meta = ? WHERE rowid = ?")
+            .execute(arguments: [wrappedKey, meta, row.rowID])
     }
 
     /// Opens the application-password layer with the context's password, or asks (five tries).

@@ -170,11 +170,7 @@ public final class KeychainFile: Sendable {
                 guard FileSchema.readableFormats.contains(format) else {
                     throw KeychainError(.wrongSecVersion, "format \(format)")
                 }
-                return FileHeader(
-                    dbUUID: try uuid(try row.required("db_uuid")), dbSalt: try row.required("db_salt"), passwordSalt: try row.required("pw_salt"),
-                    hasPassword: try row.required("has_password"),
-                    kdf: KDFParameters(id: try row.required("kdf_id"), n: try row.required("kdf_n"), r: try row.required("kdf_r"), p: try row.required("kdf_p")),
-                    keybagGeneration: try row.required("keybag_gen"))
+                return try FileHeader(row)
             }
         } catch let error as KeychainError {
             throw error
@@ -293,7 +289,8 @@ public final class KeychainFile: Sendable {
 
     /// Unlocks, reading the keybag through `db` when called inside a transaction (GRDB is not reentrant).
     func unlock(password: SecretBytes?, db: Database?) throws(KeychainError) {
-        let header = self.header.withLock { $0 }
+        // The header as the file has it now: another process may have changed the password (salt, KDF).
+        let header = try refreshHeader(db: db)
         let now = configuration.clock()
         if !header.hasPassword {
             if let password, !password.isEmpty { throw KeychainError(.authFailed) }
@@ -314,6 +311,14 @@ public final class KeychainFile: Sendable {
     private func checkPassword(_ password: SecretBytes?, header: FileHeader, now: Date, db: Database?)
         throws(KeychainError) -> Bool
     {
+        try checkedClassKeys(password, header: header, now: now, db: db) != nil
+    }
+
+    /// ``checkPassword(_:header:now:db:)`` that also hands back the class keys it unwrapped (nil for a wrong
+    /// password): a caller that needs them (a password change) holds them even if the keychain locks meanwhile.
+    func checkedClassKeys(_ password: SecretBytes?, header: FileHeader, now: Date, db: Database?)
+        throws(KeychainError) -> [Accessibility: SymmetricKey]?
+    {
         let path = statePath
         let key = deviceKeys.stateKey
         try DeviceState.withLock(path: path) { () throws(KeychainError) in
@@ -330,11 +335,12 @@ public final class KeychainFile: Sendable {
             try state.save(path: path, key: key, dbUUID: header.dbUUID, sync: true)
         }
         let kek = try KeyHierarchy.passwordKEK(password: password, header: header, deviceKey: deviceKey)
+        let unwrapped: [Accessibility: SymmetricKey]
         do {
-            try loadClassKeys(kek: kek, header: header, now: now, db: db)
+            unwrapped = try loadClassKeys(kek: kek, header: header, now: now, db: db)
         } catch {
             configuration.logger.warning("keychain.password.wrong")
-            return false
+            return nil
         }
         keys.withLock { $0.lastPasswordEntry = now }
         try DeviceState.withLock(path: path) { () throws(KeychainError) in
@@ -344,69 +350,7 @@ public final class KeychainFile: Sendable {
             state.nextAttemptAt = 0
             try state.save(path: path, key: key, dbUUID: header.dbUUID, sync: true)
         }
-        return true
-    }
-
-    /// Changes, sets or removes the keychain's password (nil or empty = none). Only the class keys are re-wrapped,
-    /// in one transaction; items are untouched. Removing the password deletes the WhenPasscodeSet items, as Apple
-    /// does when a device loses its passcode.
-    ///
-    /// - Returns: how many WhenPasscodeSet items were deleted.
-    /// - Throws: `errSecAuthFailed` when `old` is wrong (and it counts toward the back-off).
-    @discardableResult
-    public func changePassword(old: SecretBytes?, new: SecretBytes?) throws(KeychainError) -> Int {
-        try unlock(password: old)
-        let oldHeader = header.withLock { $0 }
-        var newHeader = oldHeader
-        newHeader.hasPassword = !(new?.isEmpty ?? true)
-        newHeader.passwordSalt = Data(SymmetricKey.random().bytes)
-        newHeader.kdf = configuration.kdf
-        newHeader.keybagGeneration += 1
-        let newKEK = try KeyHierarchy.passwordKEK(
-            password: newHeader.hasPassword ? new : nil, header: newHeader, deviceKey: deviceKey)
-        var classKeys = keys.withLock { $0.classKeys }
-        let classes = KeyHierarchy.classes(hasPassword: newHeader.hasPassword)
-        for cls in classes where classKeys[cls] == nil { classKeys[cls] = SymmetricKey.random() }
-        let removedPasscodeClass = oldHeader.hasPassword && !newHeader.hasPassword
-        let deleted = try write(newHeader: newHeader) { db, changes -> Int in
-            try db.execute(
-                sql: "UPDATE kc_meta SET pw_salt = ?, has_password = ?, kdf_id = ?, kdf_n = ?, kdf_r = ?, kdf_p = ?, keybag_gen = ?",
-                arguments: [newHeader.passwordSalt, newHeader.hasPassword, newHeader.kdf.id, newHeader.kdf.n,
-                            newHeader.kdf.r, newHeader.kdf.p, newHeader.keybagGeneration])
-            try db.execute(sql: "DELETE FROM keybag")
-            for cls in classes {
-                let kek = KeyHierarchy.isDeviceClass(cls) ? deviceKeys.deviceKEK : newKEK
-                let blob = try classKeys[cls]!.withUnsafeBytes { raw in
-                    try Sealing.seal(raw, key: kek, aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: 1, header: newHeader))
-                }
-                try db.execute(
-                    sql: "INSERT INTO keybag (class, key_gen, wrap, blob) VALUES (?, 1, ?, ?)",
-                    arguments: [cls.rawValue, KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw", blob])
-            }
-            guard removedPasscodeClass else { return 0 }
-            let rows = try Row.fetchAll(db, sql: "SELECT \(RowIdentity.columns) FROM items WHERE class = 'akpu'")
-            for row in rows {
-                changes.removed.append(Manifest.contribution(try RowIdentity(row), key: deviceKeys.manifestKey))
-            }
-            try db.execute(sql: "DELETE FROM items WHERE class = 'akpu'")
-            return rows.count
-        }
-        header.withLock { $0 = newHeader }
-        keys.withLock { keys in
-            for cls in Accessibility.allCases {
-                if let key = classKeys[cls], classes.contains(cls) {
-                    keys.classKeys[cls] = key
-                    keys.metadataKeys[cls] = KeyHierarchy.metadataKey(classKey: key, header: newHeader)
-                } else {
-                    keys.classKeys[cls] = nil
-                    keys.metadataKeys[cls] = nil
-                }
-            }
-        }
-        if deleted > 0 {
-            configuration.logger.notice("keychain.password.removed", metadata: ["akpu.deleted": "\(deleted)"])
-        }
-        return deleted
+        return unwrapped
     }
 
     /// Checks the keychain password as proof of the owner's presence (an item's UserPresence or DevicePasscode).
@@ -435,13 +379,16 @@ public final class KeychainFile: Sendable {
 
     /// False for a wrong password (counted); throws while the back-off refuses to try one.
     func ownerPasswordMatches(_ password: SecretBytes, db: Database?) throws(KeychainError) -> Bool {
-        let header = self.header.withLock { $0 }
+        let header = try refreshHeader(db: db)
         guard header.hasPassword else { throw KeychainError(.authFailed, "the keychain has no password") }
         return try checkPassword(password, header: header, now: configuration.clock(), db: db)
     }
 
     /// Unwraps every password-class key with `kek`; one failure (a wrong password) unwraps none.
-    private func loadClassKeys(kek: SymmetricKey, header: FileHeader, now: Date, db: Database?) throws(KeychainError) {
+    @discardableResult
+    private func loadClassKeys(kek: SymmetricKey, header: FileHeader, now: Date, db: Database?) throws(KeychainError)
+        -> [Accessibility: SymmetricKey]
+    {
         let sql = "SELECT class, key_gen, wrap, blob FROM keybag"
         let rows: [Row]
         if let db {
@@ -466,6 +413,7 @@ public final class KeychainFile: Sendable {
             }
             keys.lastActivity = now
         }
+        return unwrapped
     }
 
     private func loadDeviceClassKeys() throws(KeychainError) {
@@ -509,6 +457,7 @@ public final class KeychainFile: Sendable {
             try database.inDatabase { db in
                 try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
                 do {
+                    try noticeKeybagChange(db)
                     let result = try body(db)
                     try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
                     return result
@@ -543,11 +492,11 @@ public final class KeychainFile: Sendable {
     func write<T>(newHeader: FileHeader? = nil, _ body: (Database, inout Manifest.Changes) throws -> T)
         throws(KeychainError) -> T
     {
-        let header = newHeader ?? self.header.withLock { $0 }
         let (result, epoch): (T, Int64) = try whileOpen {
             try database.writeWithoutTransaction { db in
                 var output: (T, Int64)?
                 try db.inTransaction(.immediate) {
+                    if newHeader == nil { try noticeKeybagChange(db) }
                     var changes = Manifest.Changes()
                     let value = try body(db, &changes)
                     var manifest = try Manifest.load(db)
@@ -557,7 +506,8 @@ public final class KeychainFile: Sendable {
                     else { throw KeychainError(.decode, "the keychain's manifest does not verify") }
                     manifest.apply(changes)
                     manifest.epoch += 1
-                    try manifest.store(db, mac: manifest.mac(key: deviceKeys.manifestKey, header: header))
+                    let macHeader = newHeader ?? self.header.withLock { $0 }
+                    try manifest.store(db, mac: manifest.mac(key: deviceKeys.manifestKey, header: macHeader))
                     output = (value, manifest.epoch)
                     return .commit
                 }
@@ -565,7 +515,7 @@ public final class KeychainFile: Sendable {
             }
         }
         integrity.withLock { $0.lastOwnEpoch = epoch }
-        recordEpoch(epoch, header: header)
+        recordEpoch(epoch, header: newHeader ?? self.header.withLock { $0 })
         return result
     }
 

@@ -16,4 +16,11 @@ extension Row {
     {
         do { return try decode(Value.self, atIndex: index) } catch { throw KeychainError.decode("column \(index)") }
     }
+
+    /// The value at position `index`, or nil when it is NULL; a mistyped value is errSecDecode.
+    func optional<Value: DatabaseValueConvertible>(at index: Int, as type: Value.Type = Value.self)
+        throws(KeychainError) -> Value?
+    {
+        do { return try decode(Value?.self, atIndex: index) } catch { throw KeychainError.decode("column \(index)") }
+    }
 }

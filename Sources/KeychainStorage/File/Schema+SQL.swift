@@ -53,6 +53,13 @@ enum FileSchema {
                     CREATE INDEX items_by_account ON items (kind, account_index);
                     """)
         }
+        migrator.registerMigration(secretBindingMigration) { db in try db.execute(sql: secretBindingSQL) }
         return migrator
     }
+
+    /// Format 2: a row written by format 1 keeps, in `secret_binding`, the hash of the metadata ciphertext its secret
+    /// was sealed against, so the metadata can be sealed again (a password change rotates its key) without the
+    /// secret, which format 2 no longer binds to the metadata ciphertext. NULL for rows written by format 2.
+    static let secretBindingMigration = "v2-secret-binding"
+    static let secretBindingSQL = "ALTER TABLE items ADD COLUMN secret_binding BLOB"
 }
