@@ -23,10 +23,9 @@ public final class KeychainClient: Sendable {
         clock: (@Sendable () -> Date)? = nil
     ) throws(KeychainError) -> KeychainClient {
         let url = locations.url(forKeychain: nameOrPath)
-        var configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
+        var configuration = OpenKeychains.standardConfiguration(locations: locations)
         configuration.kdf = kdf
         if let clock { configuration.clock = clock }
-        configuration.prompter = DefaultPrompter.make()
         let file = try OpenKeychains.shared.file(at: url, configuration: configuration, createWithPassword: password)
         return KeychainClient(file: file, caller: caller)
     }

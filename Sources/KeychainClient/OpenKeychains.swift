@@ -9,6 +9,15 @@ public final class OpenKeychains: Sendable {
     public static let shared = OpenKeychains()
     private let files = Mutex<[String: KeychainFile]>([:])
 
+    /// The configuration every handle of this process gets. There is one handle per file and process, so it must
+    /// not depend on which API happened to open the file first: every opener uses this, and a call that allows UI
+    /// can always ask (on the terminal, or through pinentry) whoever opened the file.
+    public static func standardConfiguration(locations: KeychainLocations = .current()) -> KeychainFile.Configuration {
+        var configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
+        configuration.prompter = DefaultPrompter.make()
+        return configuration
+    }
+
     /// The open handle for `url`, opening it, or creating it (with `password`, or none) if it does not exist.
     public func file(at url: URL, configuration: KeychainFile.Configuration, createWithPassword password: SecretBytes?,
                      create: Bool = true) throws(KeychainError) -> KeychainFile {

@@ -153,9 +153,10 @@ enum Legacy {
     static var locations: KeychainLocations { .current() }
     static var preferences: KeychainPreferences { KeychainPreferences(locations: locations) }
 
+    /// The application's groups, and every group for finds (the legacy API sees the whole file keychain). Asking
+    /// never opens, let alone creates, a keychain.
     static var caller: Caller {
-        let shared = (try? KeychainClient.shared().caller.accessGroups) ?? []
-        return Caller(accessGroups: shared + [Caller.wildcardGroup])
+        Caller(accessGroups: ApplicationIdentity.current().accessGroups + [Caller.wildcardGroup])
     }
 
     static func url(_ path: UnsafePointer<CChar>) -> URL {
@@ -170,7 +171,7 @@ enum Legacy {
             throw KeychainError(.noSuchKeychain, url.lastPathComponent)
         }
         return try OpenKeychains.shared.file(
-            at: url, configuration: KeychainFile.Configuration(stateDirectory: locations.stateDirectory),
+            at: url, configuration: OpenKeychains.standardConfiguration(locations: locations),
             createWithPassword: nil, create: create)
     }
 
@@ -206,7 +207,7 @@ enum Legacy {
         var dictionary = attributes
         dictionary["v_Data"] = .data(password.map { Data(bytes: $0, count: Int(length)) } ?? Data())
         let found = try file.add(QueryParser.parse(dictionary, for: .add), caller: Caller(
-            accessGroups: (try? KeychainClient.shared().caller.accessGroups) ?? ["legacy"]))
+            accessGroups: ApplicationIdentity.current().accessGroups))
         let ref = SecKeychain(url: file.url)
         let item = SecKeychainItem(keychain: ref, reference: found.item.persistentReference)
         post(.addEvent, keychain: ref, item: item)
@@ -269,14 +270,14 @@ public func SecKeychainCreate(_ pathName: UnsafePointer<CChar>, _ passwordLength
         let secret = password.map { SecretBytes(copying: UnsafeRawBufferPointer(start: $0, count: Int(passwordLength))) }
         let file = try KeychainFile.create(
             at: url, password: secret,
-            configuration: KeychainFile.Configuration(stateDirectory: Legacy.locations.stateDirectory))
+            configuration: OpenKeychains.standardConfiguration(locations: Legacy.locations))
         OpenKeychains.shared.forget(url)
         _ = try OpenKeychains.shared.file(
-            at: url, configuration: KeychainFile.Configuration(stateDirectory: Legacy.locations.stateDirectory),
+            at: url, configuration: OpenKeychains.standardConfiguration(locations: Legacy.locations),
             createWithPassword: nil, create: false)
         if let secret, file.hasPassword {
             try OpenKeychains.shared.file(
-                at: url, configuration: KeychainFile.Configuration(stateDirectory: Legacy.locations.stateDirectory),
+                at: url, configuration: OpenKeychains.standardConfiguration(locations: Legacy.locations),
                 createWithPassword: nil, create: false
             ).unlock(password: secret)
         }

@@ -11,9 +11,7 @@ final class Session {
     let caller = Caller(accessGroups: ["security", Caller.wildcardGroup])
     private var opened: [String: KeychainFile] = [:]
 
-    var configuration: KeychainFile.Configuration {
-        KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
-    }
+    var configuration: KeychainFile.Configuration { OpenKeychains.standardConfiguration(locations: locations) }
 
     /// A keychain by name or path; nil means the default keychain (created on first use).
     func keychain(_ nameOrPath: String?) throws(KeychainError) -> KeychainFile {
