@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds and runs Tests/PortingSample (docs/PORTING.md's recipes on a real app and wrapper package) against this
+# checkout, in a private keychain home. Exits non-zero when any check fails.
+#   scripts/porting-sample.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+work="${PORTING_SAMPLE_DIR:-$root/.build-porting}"
+mkdir -p "$work"
+# The packages name swift-keychain by path: give this checkout that name whatever its folder is called.
+ln -sfn "$root" "$work/swift-keychain"
+rm -rf "$work/Wrapper" "$work/App.src"
+cp -R Tests/PortingSample/Wrapper "$work/Wrapper"
+mkdir -p "$work/App"
+cp Tests/PortingSample/App/Package.swift "$work/App/"
+rm -rf "$work/App/Sources" && cp -R Tests/PortingSample/App/Sources "$work/App/Sources"
+(cd "$work/App" && swift build -q 2>&1 | grep -v "^warning: " || true)
+bin="$(cd "$work/App" && swift build --show-bin-path)"
+test -x "$bin/porting-sample" || { echo "porting sample: build failed" >&2; exit 1; }
+# Recipes 2 and 3: Info.plist and the entitlements file beside the executable.
+cat > "$bin/Info.plist" <<'PLIST'
+<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0"><dict><key>CFBundleIdentifier</key><string>com.example.porting-sample</string></dict></plist>
+PLIST
+cat > "$bin/porting-sample.entitlements" <<'PLIST'
+<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0"><dict><key>keychain-access-groups</key>
+<array><string>com.example.porting-sample</string><string>group.example.shared</string></array></dict></plist>
+PLIST
+home="$(mktemp -d)"
+trap 'rm -rf "$home"' EXIT
+out="$(env HOME="$home" XDG_DATA_HOME="$home/data" XDG_STATE_HOME="$home/state" XDG_CONFIG_HOME="$home/config" \
+    "$bin/porting-sample" 2>&1)" && status=0 || status=$?
+echo "$out"
+passed=$(echo "$out" | grep -c '^ok ' || true)
+failed=$(echo "$out" | grep -c '^FAILED ' || true)
+echo "porting sample: $passed passed, $failed failed"
+[ "$status" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
