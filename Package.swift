@@ -48,7 +48,8 @@ let package = Package(
         ),
         // A tiny C shim for what Swift cannot call: prctl (variadic). Later also SO_PEERCRED for the daemon.
         .target(name: "CKeychainLinux"),
-        // What every front end calls: the native Swift API and the embedded backend.
+        // What every front end calls: the KeychainService protocol, its embedded implementation, the native API.
+        // The front ends below depend on it and on Core only, never on KeychainStorage.
         .target(
             name: "KeychainClient",
             dependencies: ["KeychainCore", "KeychainStorage", "CKeychainLinux"],
@@ -57,13 +58,13 @@ let package = Package(
         // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, CF stand-ins. No rules of its own.
         .target(
             name: "Security",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            dependencies: ["KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         // LAContext and LAError with Apple's spellings, over the engine's authentication context.
         .target(
             name: "LocalAuthentication",
-            dependencies: ["Security", "KeychainClient", "KeychainCore", "KeychainStorage"],
+            dependencies: ["Security", "KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         // The `security` command's option grammar (getopt and each subcommand's flags), apart so it can be fuzzed.
@@ -74,18 +75,18 @@ let package = Package(
         // The `security` command, mirroring macOS's.
         .executableTarget(
             name: "SecurityTool",
-            dependencies: ["SecurityCommandLine", "KeychainClient", "KeychainCore", "KeychainStorage"],
+            dependencies: ["SecurityCommandLine", "KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         // Credential helpers for git and docker.
         .executableTarget(
             name: "GitCredentialKeychain",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            dependencies: ["KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "DockerCredentialKeychain",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            dependencies: ["KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         // Stores and reads a secret from the shell through the native API (the README's first command).

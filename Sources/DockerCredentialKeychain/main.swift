@@ -111,10 +111,11 @@ func readInput() -> String {
         .trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
+/// docker's helper sees every group of the keychain (as docker-credential-osxkeychain sees the file keychain); what
+/// it adds lands in its own group.
+let client = KeychainClient.openDefault(caller: Caller(accessGroups: ["docker-credential-keychain", "*"]))
+
 func run(_ operation: String) throws(KeychainError) {
-    let client = { () throws(KeychainError) -> KeychainClient in
-        try KeychainClient.openDefault(caller: Caller(accessGroups: ["docker-credential-keychain", "*"]))
-    }
     switch operation {
     case "store":
         guard let creds = try? JSONDecoder().decode(Credentials.self, from: Data(readInput().utf8)) else {
@@ -129,13 +130,13 @@ func run(_ operation: String) throws(KeychainError) {
         item["acct"] = .string(creds.Username)
         item["atyp"] = "dflt"
         item["v_Data"] = .data(Data(creds.Secret.utf8))
-        try client().replaceAll(matching: server.query, with: item)
+        try client.replaceAll(matching: server.query, with: item)
     case "get":
         let text = readInput()
         var q = address(text).query
         q["r_Data"] = true
         q["r_Attributes"] = true
-        guard let found = try? client().search(q).first else { fail(notFound) }
+        guard let found = try? client.search(q).first else { fail(notFound) }
         let creds = Credentials(
             ServerURL: text, Username: found.item.attributes["acct"]?.stringValue ?? "",
             Secret: found.secret.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } ?? "")
@@ -144,7 +145,7 @@ func run(_ operation: String) throws(KeychainError) {
     case "erase":
         let q = address(readInput()).query
         do {
-            try client().delete(q)
+            try client.delete(q)
         } catch KeychainStatus.itemNotFound {
             fail(notFound)
         } catch {
@@ -152,7 +153,7 @@ func run(_ operation: String) throws(KeychainError) {
         }
     case "list":
         var all: [String: String] = [:]
-        let items = (try? client().search([
+        let items = (try? client.search([
             "class": "inet", "labl": .string(label), "r_Attributes": true, "m_Limit": "m_LimitAll",
         ])) ?? []
         for found in items {
@@ -176,7 +177,7 @@ func run(_ operation: String) throws(KeychainError) {
 ProcessHardening.disableCoreDumps()
 do {
     try run(CommandLine.arguments.dropFirst().first ?? "")
-    OpenKeychains.shared.closeAll()
+    client.close()
 } catch {
     fail(error.message)
 }

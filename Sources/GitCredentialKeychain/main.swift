@@ -92,10 +92,13 @@ func line(_ key: String, _ value: [UInt8]) -> [UInt8] {
     return Array("\(key)=".utf8) + value + [UInt8(ascii: "\n")]
 }
 
+/// git's helper sees every group of the keychain (as git-credential-osxkeychain sees the file keychain); what it
+/// adds lands in its own group.
+let client = KeychainClient.openDefault(caller: Caller(accessGroups: ["git-credential-keychain", "*"]))
+
 func run() throws(KeychainError) {
     let request = Request.read(Array(FileHandle.standardInput.readDataToEndOfFile()))
     guard let base = query(request) else { return }  // no protocol or host, or a protocol we do not store
-    let client = try KeychainClient.openDefault(caller: Caller(accessGroups: ["git-credential-keychain", "*"]))
     switch operation {
     case "get":
         var q = base
@@ -146,7 +149,7 @@ func run() throws(KeychainError) {
 ProcessHardening.disableCoreDumps()
 do {
     try run()
-    OpenKeychains.shared.closeAll()
+    client.close()
 } catch {
     die(error.message)
 }

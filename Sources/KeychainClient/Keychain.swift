@@ -1,6 +1,5 @@
 import Foundation
 import KeychainCore
-import KeychainStorage
 
 /// A keychain for one service: the two-line way to keep a password or token.
 ///
@@ -19,7 +18,7 @@ public struct Keychain: Sendable {
 
     public init(service: String, client: KeychainClient? = nil) throws(KeychainError) {
         self.service = service
-        if let client { self.client = client } else { self.client = try KeychainClient.shared() }
+        if let client { self.client = client } else { self.client = KeychainClient.shared() }
     }
 
     /// A copy that stores new items with `accessibility`.

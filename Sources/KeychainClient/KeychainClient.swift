@@ -3,59 +3,58 @@ import KeychainCore
 import KeychainStorage
 import Synchronization
 
-/// What every front end calls: Apple's four item calls over one keychain, with a caller's access groups.
-///
-/// The embedded backend opens the keychain file in this process. Errors carry Apple's status codes.
+/// Apple's four item calls on one keychain through a ``KeychainService``: what `SecItem*`, the credential helpers
+/// and the native ``Keychain`` API use. Errors carry Apple's status codes.
 public final class KeychainClient: Sendable {
-    public let file: KeychainFile
-    public let caller: Caller
+    public let service: any KeychainService
+    /// The keychain the calls go to; nil is the service's default keychain.
+    public let keychain: KeychainReference?
 
-    public init(file: KeychainFile, caller: Caller) {
-        self.file = file
-        self.caller = caller
+    public init(service: any KeychainService, keychain: KeychainReference? = nil) {
+        self.service = service
+        self.keychain = keychain
     }
 
-    /// Opens (or, the first time, creates) a keychain by name or path. A new keychain gets `password`;
-    /// with none it is a keychain without a password, like a device without a passcode.
+    /// An embedded client for a keychain by name or path, created (with `password`, or none) if it does not exist.
     public static func open(
         keychain nameOrPath: String, locations: KeychainLocations = .current(), caller: Caller,
         createWithPassword password: SecretBytes? = nil, kdf: KDFParameters = .standard,
         clock: (@Sendable () -> Date)? = nil
     ) throws(KeychainError) -> KeychainClient {
-        let url = locations.url(forKeychain: nameOrPath)
-        var configuration = OpenKeychains.standardConfiguration(locations: locations)
-        configuration.kdf = kdf
-        if let clock { configuration.clock = clock }
-        let file = try OpenKeychains.shared.file(at: url, configuration: configuration, createWithPassword: password)
-        return KeychainClient(file: file, caller: caller)
+        let service = EmbeddedKeychainService(locations: locations, caller: caller) { configuration in
+            configuration.kdf = kdf
+            if let clock { configuration.clock = clock }
+        }
+        let reference = service.resolve(nameOrPath)
+        if !(try service.state(of: reference).exists) {
+            do {
+                try service.createKeychain(reference, password: password, settings: .never)
+            } catch KeychainStatus.duplicateKeychain {
+                // another process made it first
+            } catch {
+                throw error
+            }
+        }
+        return KeychainClient(service: service, keychain: reference)
     }
 
     private static let sharedClient = Mutex<KeychainClient?>(nil)
 
-    /// The process's client for the default keychain (`login` unless configured), created on first use, with the
-    /// application's access groups (see ``ApplicationIdentity``).
-    public static func shared() throws(KeychainError) -> KeychainClient {
-        try sharedClient.withLock { (client: inout KeychainClient?) throws(KeychainError) -> KeychainClient in
+    /// The process's client for the default keychain (`login` unless configured), with the application's access
+    /// groups (see ``ApplicationIdentity``). Opening happens at the first call, not here.
+    public static func shared() -> KeychainClient {
+        sharedClient.withLock { client in
             if let client { return client }
-            let made = try openDefault(caller: Caller(accessGroups: ApplicationIdentity.current().accessGroups))
+            let made = KeychainClient(service: EmbeddedKeychainService())
             client = made
             return made
         }
     }
 
-    /// Opens the user's default keychain. With no keychain at all, creates `login` without a password and says so
-    /// once on standard error (nobody can be asked for one here; the `security` command asks on a terminal).
-    public static func openDefault(caller: Caller, locations: KeychainLocations = .current()) throws(KeychainError)
-        -> KeychainClient
-    {
-        let url = KeychainPreferences(locations: locations).defaultKeychain()
-        let isNew = !FileManager.default.fileExists(atPath: url.path)
-        let made = try open(keychain: url.path, locations: locations, caller: caller)
-        if isNew {
-            FileHandle.standardError.write(
-                Data("keychain: created \(url.path) without a password (no way to ask for one)\n".utf8))
-        }
-        return made
+    /// A client of the user's default keychain for `caller` (a tool that declares its groups, such as the credential
+    /// helpers). With no keychain at all, the first call creates `login` without a password and says so once.
+    public static func openDefault(caller: Caller, locations: KeychainLocations = .current()) -> KeychainClient {
+        KeychainClient(service: EmbeddedKeychainService(locations: locations, caller: caller))
     }
 
     // MARK: - Apple's four calls, on dictionaries
@@ -63,12 +62,12 @@ public final class KeychainClient: Sendable {
     /// `SecItemAdd`.
     @discardableResult
     public func add(_ attributes: [String: QueryValue]) throws(KeychainError) -> FoundItem {
-        try file.add(QueryParser.parse(attributes, for: .add), caller: caller)
+        try service.add(attributes, to: keychain)
     }
 
     /// `SecItemCopyMatching`: the matches, up to the query's limit.
     public func search(_ query: [String: QueryValue]) throws(KeychainError) -> [FoundItem] {
-        try file.search(QueryParser.parse(query, for: .search), caller: caller)
+        try service.search(query, in: keychain)
     }
 
     /// `SecItemUpdate`: how many items changed.
@@ -76,15 +75,13 @@ public final class KeychainClient: Sendable {
     public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue]) throws(KeychainError)
         -> Int
     {
-        let parsed = try QueryParser.parse(query, for: .update)
-        let changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
-        return try file.update(parsed, with: changes, caller: caller)
+        try service.update(query, with: attributes, in: keychain)
     }
 
     /// `SecItemDelete`: how many items went.
     @discardableResult
     public func delete(_ query: [String: QueryValue]) throws(KeychainError) -> Int {
-        try file.delete(QueryParser.parse(query, for: .delete), caller: caller)
+        try service.delete(query, in: keychain)
     }
 
     /// Stores `secret` in the item `query` names: adds it, or updates the existing item with the same primary key
@@ -93,12 +90,7 @@ public final class KeychainClient: Sendable {
     public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue] = [:])
         throws(KeychainError)
     {
-        var addDictionary = query.merging(attributes) { _, new in new }
-        addDictionary["v_Data"] = .data(secret.unprotectedData())
-        let parsed = try QueryParser.parse(addDictionary, for: .add)
-        var changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
-        changes.valueData = secret
-        try file.addOrUpdate(parsed, changes: changes, caller: caller)
+        try service.upsert(query, secret: secret, attributes: attributes, in: keychain)
     }
 
     /// Deletes every item `matching` selects and adds `attributes`' item, in one transaction (a credential helper's
@@ -107,8 +99,9 @@ public final class KeychainClient: Sendable {
     public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue])
         throws(KeychainError) -> Int
     {
-        try file.replaceAll(
-            matching: QueryParser.parse(matching, for: .delete), with: QueryParser.parse(attributes, for: .add),
-            caller: caller)
+        try service.replaceAll(matching: matching, with: attributes, in: keychain)
     }
+
+    /// Ends the service's use before the process exits (an embedded service folds the WAL and records the files).
+    public func close() { service.close() }
 }

@@ -30,14 +30,16 @@ public struct KeychainLocations: Sendable, Hashable {
             configDirectory: base("XDG_CONFIG_HOME", ".config").appendingPathComponent("keychain"))
     }
 
-    /// Resolves a keychain name or path: a path with a `/` is taken as is; a bare name `NAME` becomes
-    /// `NAME.keychain-db` in the keychain directory (as macOS resolves names under `~/Library/Keychains`).
+    /// Resolves a keychain name or path as macOS does (semantics §7, §8.1): a path beginning with `/` is taken as
+    /// is; anything else is relative to the keychain directory (as macOS resolves it under `~/Library/Keychains`),
+    /// with the `.keychain-db` naming (`NAME` and `NAME.keychain` both become `NAME.keychain-db`). The one rule for
+    /// every front end.
     public func url(forKeychain nameOrPath: String) -> URL {
-        if nameOrPath.contains("/") { return URL(fileURLWithPath: nameOrPath).standardizedFileURL }
+        if nameOrPath.hasPrefix("/") { return URL(fileURLWithPath: nameOrPath).standardizedFileURL }
         var name = nameOrPath
         if name.hasSuffix(".keychain") { name += "-db" }
         if !name.hasSuffix(".keychain-db") { name += ".keychain-db" }
-        return keychainDirectory.appendingPathComponent(name)
+        return keychainDirectory.appendingPathComponent(name).standardizedFileURL
     }
 
     public var loginKeychain: URL { url(forKeychain: "login") }

@@ -42,6 +42,11 @@ public final class OpenKeychains: Sendable {
         }
     }
 
+    /// Takes a handle this process just created (so that later opens share it).
+    public func adopt(_ file: KeychainFile) {
+        files.withLock { $0[file.url.standardizedFileURL.path] = file }
+    }
+
     /// Every handle open in this process.
     public var all: [KeychainFile] { files.withLock { Array($0.values) } }
 

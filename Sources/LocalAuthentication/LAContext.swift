@@ -1,7 +1,6 @@
 import Foundation
 import KeychainClient
 import KeychainCore
-import KeychainStorage
 import Security
 
 // LocalAuthentication on Linux. The "device owner" is whoever knows the keychain password (the passcode here);
@@ -160,8 +159,11 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
             .deviceOwnerAuthenticationWithWristDetection:
             return LAError(.companionNotAvailable)
         case .deviceOwnerAuthentication, .deviceOwnerAuthenticationWithBiometricsOrWatch:
-            guard let client = try? KeychainClient.shared() else { return LAError(.passcodeNotSet) }
-            return client.file.hasPassword ? nil : LAError(.passcodeNotSet)
+            let service = KeychainClient.shared().service
+            guard let state = try? service.state(of: service.defaultKeychain()), state.hasPassword else {
+                return LAError(.passcodeNotSet)
+            }
+            return nil
         }
     }
 
@@ -169,9 +171,8 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
         if let failure = precondition(for: policy) { return failure }
         if engine.isOwnerAuthenticated { return nil }
         if engine.interactionNotAllowed { return LAError(.notInteractive) }
-        guard let prompter = engine.prompter, let client = try? KeychainClient.shared() else {
-            return LAError(.notInteractive)
-        }
+        guard let prompter = engine.prompter else { return LAError(.notInteractive) }
+        let client = KeychainClient.shared()
         var error: String?
         for _ in 0..<5 {
             let request = PasswordRequest(
@@ -182,7 +183,7 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
             case .unavailable: return LAError(.notInteractive)
             case .entered(let password):
                 switch Result(catching: { () throws(KeychainError) in
-                    try client.file.authenticateOwner(password, for: engine)
+                    try client.service.authenticateOwner(password, for: engine, in: client.keychain)
                 }) {
                 case .success(true): return nil
                 case .success(false): error = "Wrong password, try again."

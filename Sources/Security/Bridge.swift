@@ -1,6 +1,5 @@
 import Foundation
 import KeychainCore
-import KeychainStorage
 
 /// Converts between Apple's CF-typed dictionaries and the engine's values.
 enum Bridge {

@@ -1,16 +1,15 @@
 import Foundation
 import KeychainClient
 import KeychainCore
-import KeychainStorage
 
-// Apple's four item calls. They run on the process's default keychain (see KeychainClient.shared()) with the
-// application's access groups, and return Apple's status codes.
+// Apple's four item calls. They run on the process's default keychain through its keychain service (see
+// KeychainClient.shared()), with the application's access groups, and return Apple's status codes.
 
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run { () throws(KeychainError) in
-        let client = try KeychainClient.shared()
-        let query = try QueryParser.parse(Bridge.entries(attributes), for: .add)
-        let found = try client.file.add(query, caller: client.caller)
+        let entries = try Bridge.entries(attributes)
+        let query = try QueryParser.parse(entries, for: .add)  // for the result's shape
+        let found = try KeychainClient.shared().add(entries)
         if let result, !query.returnTypes.isEmpty {
             let value = Bridge.result(for: found, types: query.returnTypes)
             result.pointee = query.limit.returnsArray ? NSArray(array: value.map { [$0] } ?? []) : value
@@ -20,9 +19,9 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run { () throws(KeychainError) in
-        let client = try KeychainClient.shared()
-        let parsed = try QueryParser.parse(Bridge.entries(query), for: .search)
-        let found = try client.file.search(parsed, caller: client.caller)
+        let entries = try Bridge.entries(query)
+        let parsed = try QueryParser.parse(entries, for: .search)  // for the result's shape
+        let found = try KeychainClient.shared().search(entries)
         guard let result, !parsed.returnTypes.isEmpty else { return }
         if parsed.limit.returnsArray {
             result.pointee = NSArray(array: found.compactMap { Bridge.result(for: $0, types: parsed.returnTypes) })
@@ -34,17 +33,13 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     run { () throws(KeychainError) in
-        let client = try KeychainClient.shared()
-        let parsed = try QueryParser.parse(Bridge.entries(query), for: .update)
-        let update = try QueryParser.parseUpdate(Bridge.entries(attributesToUpdate), itemClass: parsed.itemClass)
-        try client.file.update(parsed, with: update, caller: client.caller)
+        try KeychainClient.shared().update(Bridge.entries(query), with: Bridge.entries(attributesToUpdate))
     }
 }
 
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     run { () throws(KeychainError) in
-        let client = try KeychainClient.shared()
-        try client.file.delete(QueryParser.parse(Bridge.entries(query), for: .delete), caller: client.caller)
+        try KeychainClient.shared().delete(Bridge.entries(query))
     }
 }
 

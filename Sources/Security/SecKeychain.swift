@@ -1,7 +1,6 @@
 import Foundation
 import KeychainClient
 import KeychainCore
-import KeychainStorage
 import Synchronization
 
 // The legacy macOS file-keychain API (semantics §7), over the same keychain files. Items it adds land in the
@@ -150,8 +149,9 @@ enum Legacy {
     }
     static let callbacks = Mutex<[Registration]>([])
 
-    static var locations: KeychainLocations { .current() }
-    static var preferences: KeychainPreferences { KeychainPreferences(locations: locations) }
+    /// The legacy calls' keychain service: the application's groups, and every group for finds and changes (the
+    /// legacy API sees the whole file keychain); adds land in the application's first group.
+    static let service: any KeychainService = EmbeddedKeychainService(caller: caller)
 
     /// The application's groups, and every group for finds (the legacy API sees the whole file keychain). Asking
     /// never opens, let alone creates, a keychain.
@@ -159,27 +159,36 @@ enum Legacy {
         Caller(accessGroups: ApplicationIdentity.current().accessGroups + [Caller.wildcardGroup])
     }
 
-    static func url(_ path: UnsafePointer<CChar>) -> URL {
-        let name = String(cString: path)
-        return name.hasPrefix("/") ? URL(fileURLWithPath: name) : locations.url(forKeychain: name)
+    /// A keychain path as the service resolves it (relative names live in the keychain directory).
+    static func url(_ path: UnsafePointer<CChar>) -> URL { URL(fileURLWithPath: service.resolve(String(cString: path)).path) }
+
+    static func reference(_ keychain: SecKeychain?) -> KeychainReference {
+        keychain.map { KeychainReference(path: $0.url.standardizedFileURL.path) } ?? service.defaultKeychain()
     }
 
-    static func file(_ keychain: SecKeychain?) throws(KeychainError) -> KeychainFile {
-        let url = keychain?.url ?? preferences.defaultKeychain()
-        let create = keychain == nil && url == locations.loginKeychain
-        guard create || FileManager.default.fileExists(atPath: url.path) else {
-            throw KeychainError(.noSuchKeychain, url.lastPathComponent)
+    /// An existing keychain (the default one when nil; a missing default `login` keychain is created, without a
+    /// password, as the first SecItem call would).
+    static func existing(_ keychain: SecKeychain?) throws(KeychainError) -> KeychainReference {
+        let target = reference(keychain)
+        if try service.state(of: target).exists { return target }
+        guard keychain == nil, target == service.loginKeychain() else {
+            throw KeychainError(.noSuchKeychain, target.fileName)
         }
-        return try OpenKeychains.shared.file(
-            at: url, configuration: OpenKeychains.standardConfiguration(locations: locations),
-            createWithPassword: nil, create: create)
+        do {
+            try service.createKeychain(target, password: nil, settings: .never)
+        } catch KeychainStatus.duplicateKeychain {
+            // another process made it first
+        } catch {
+            throw error
+        }
+        return target
     }
 
     /// The keychains a find visits: the one given, the array given, or the search list.
     static func keychains(_ keychainOrArray: CFTypeRef?) -> [SecKeychain] {
         if let one = keychainOrArray as? SecKeychain { return [one] }
         if let many = keychainOrArray as? [Any] { return many.compactMap { $0 as? SecKeychain } }
-        return preferences.searchList().map { SecKeychain(url: $0) }
+        return service.searchList().map { SecKeychain(url: URL(fileURLWithPath: $0.path)) }
     }
 
     static func string(_ pointer: UnsafePointer<CChar>?, _ length: UInt32) -> String? {
@@ -203,12 +212,11 @@ enum Legacy {
     static func add(_ keychain: SecKeychain?, _ attributes: [String: QueryValue], password: UnsafeRawPointer?,
                     length: UInt32) throws(KeychainError) -> SecKeychainItem {
         if length != 0 && password == nil { throw .param("password length without data") }
-        let file = try file(keychain)
+        let target = try existing(keychain)
         var dictionary = attributes
         dictionary["v_Data"] = .data(password.map { Data(bytes: $0, count: Int(length)) } ?? Data())
-        let found = try file.add(QueryParser.parse(dictionary, for: .add), caller: Caller(
-            accessGroups: ApplicationIdentity.current().accessGroups))
-        let ref = SecKeychain(url: file.url)
+        let found = try service.add(dictionary, to: target)
+        let ref = SecKeychain(url: URL(fileURLWithPath: target.path))
         let item = SecKeychainItem(keychain: ref, reference: found.item.persistentReference)
         post(.addEvent, keychain: ref, item: item)
         return item
@@ -222,17 +230,17 @@ enum Legacy {
         q["r_Attributes"] = true
         q["sync"] = "syna"
         if wantPassword { q["r_Data"] = true }
-        let parsed = try QueryParser.parse(q, for: .search)
+        _ = try QueryParser.parse(q, for: .search)  // bad input is an error before any keychain is opened
         for keychain in keychains(keychainOrArray) {
-            guard FileManager.default.fileExists(atPath: keychain.url.path) else { continue }
-            let file = try self.file(keychain)
+            let target = reference(keychain)
+            let state = try service.state(of: target)
+            guard state.exists else { continue }
             do throws(KeychainError) {
-                if wantPassword && file.isLocked && !userInteractionAllowed.load(ordering: .relaxed) {
+                if wantPassword && state.isLocked && !userInteractionAllowed.load(ordering: .relaxed) {
                     throw KeychainError.interactionNotAllowed()
                 }
-                if let found = try file.search(parsed, caller: caller).first {
-                    return (SecKeychainItem(keychain: SecKeychain(url: file.url), reference: found.item.persistentReference),
-                            found.secret)
+                if let found = try service.search(q, in: target).first {
+                    return (SecKeychainItem(keychain: keychain, reference: found.item.persistentReference), found.secret)
                 }
             } catch KeychainStatus.itemNotFound {
                 continue
@@ -266,24 +274,12 @@ public func SecKeychainCreate(_ pathName: UnsafePointer<CChar>, _ passwordLength
     run { () throws(KeychainError) in
         if !promptUser && password == nil && passwordLength == 0 { throw .param("no password and no prompt") }
         if passwordLength != 0 && password == nil { throw .param("password length without data") }
-        let url = Legacy.url(pathName)
+        let target = Legacy.service.resolve(String(cString: pathName))
         let secret = password.map { SecretBytes(copying: UnsafeRawBufferPointer(start: $0, count: Int(passwordLength))) }
-        let file = try KeychainFile.create(
-            at: url, password: secret,
-            configuration: OpenKeychains.standardConfiguration(locations: Legacy.locations))
-        OpenKeychains.shared.forget(url)
-        _ = try OpenKeychains.shared.file(
-            at: url, configuration: OpenKeychains.standardConfiguration(locations: Legacy.locations),
-            createWithPassword: nil, create: false)
-        if let secret, file.hasPassword {
-            try OpenKeychains.shared.file(
-                at: url, configuration: OpenKeychains.standardConfiguration(locations: Legacy.locations),
-                createWithPassword: nil, create: false
-            ).unlock(password: secret)
-        }
-        let list = Legacy.preferences.searchList()
-        if !list.contains(url.standardizedFileURL) { try Legacy.preferences.setSearchList(list + [url]) }
-        keychain.pointee = SecKeychain(url: url)
+        try Legacy.service.createKeychain(target, password: secret, settings: .appleDefault)
+        let list = Legacy.service.searchList()
+        if !list.contains(target) { try Legacy.service.setSearchList(list + [target]) }
+        keychain.pointee = SecKeychain(url: URL(fileURLWithPath: target.path))
         Legacy.post(.keychainListChangedEvent, keychain: keychain.pointee, item: nil)
     }
 }
@@ -304,8 +300,7 @@ public func SecKeychainDelete(_ keychainOrArray: CFTypeRef?) -> OSStatus {
     run { () throws(KeychainError) in
         guard let keychainOrArray else { throw KeychainError(.invalidKeychain) }
         for keychain in Legacy.keychains(keychainOrArray) {
-            try Legacy.preferences.deleteKeychain(keychain.url)
-            OpenKeychains.shared.forget(keychain.url)
+            try Legacy.service.deleteKeychain(Legacy.reference(keychain))
         }
         Legacy.post(.keychainListChangedEvent, keychain: nil, item: nil)
     }
@@ -313,7 +308,7 @@ public func SecKeychainDelete(_ keychainOrArray: CFTypeRef?) -> OSStatus {
 
 public func SecKeychainGetPath(_ keychain: SecKeychain?, _ ioPathLength: UnsafeMutablePointer<UInt32>,
                                _ pathName: UnsafeMutablePointer<CChar>) -> OSStatus {
-    let path = (keychain?.url ?? Legacy.preferences.defaultKeychain()).path
+    let path = Legacy.reference(keychain).path
     let bytes = Array(path.utf8)
     guard bytes.count < Int(ioPathLength.pointee) else { return errSecBufferTooSmall }
     for (i, b) in bytes.enumerated() { pathName[i] = CChar(bitPattern: b) }
@@ -326,8 +321,8 @@ public func SecKeychainGetStatus(_ keychain: SecKeychain?, _ keychainStatus: Uns
     -> OSStatus
 {
     run { () throws(KeychainError) in
-        let file = try Legacy.file(keychain)
-        keychainStatus.pointee = (file.isLocked ? 0 : kSecUnlockStateStatus) | kSecReadPermStatus | kSecWritePermStatus
+        let state = try Legacy.service.state(of: Legacy.existing(keychain))
+        keychainStatus.pointee = (state.isLocked ? 0 : kSecUnlockStateStatus) | kSecReadPermStatus | kSecWritePermStatus
     }
 }
 
@@ -338,15 +333,16 @@ public func SecKeychainGetVersion(_ returnVers: UnsafeMutablePointer<UInt32>) ->
 
 public func SecKeychainLock(_ keychain: SecKeychain?) -> OSStatus {
     run { () throws(KeychainError) in
-        try Legacy.file(keychain).lock()
-        Legacy.post(.lockEvent, keychain: keychain ?? SecKeychain(url: Legacy.preferences.defaultKeychain()), item: nil)
+        let target = try Legacy.existing(keychain)
+        try Legacy.service.lock(target)
+        Legacy.post(.lockEvent, keychain: keychain ?? SecKeychain(url: URL(fileURLWithPath: target.path)), item: nil)
     }
 }
 
 public func SecKeychainLockAll() -> OSStatus {
-    for file in OpenKeychains.shared.all {
-        file.lock()
-        Legacy.post(.lockEvent, keychain: SecKeychain(url: file.url), item: nil)
+    Legacy.service.lockAll()
+    for keychain in Legacy.service.searchList() where (try? Legacy.service.state(of: keychain).exists) == true {
+        Legacy.post(.lockEvent, keychain: SecKeychain(url: URL(fileURLWithPath: keychain.path)), item: nil)
     }
     return errSecSuccess
 }
@@ -354,15 +350,15 @@ public func SecKeychainLockAll() -> OSStatus {
 public func SecKeychainUnlock(_ keychain: SecKeychain?, _ passwordLength: UInt32, _ password: UnsafeRawPointer?,
                               _ usePassword: Bool) -> OSStatus {
     run { () throws(KeychainError) in
-        let file = try Legacy.file(keychain)
-        guard file.isLocked else { return }
+        let target = try Legacy.existing(keychain)
+        guard try Legacy.service.state(of: target).isLocked else { return }
         guard usePassword else {
             // The unlock dialog: nobody to show it to in this process.
             throw KeychainError.interactionNotAllowed()
         }
         let secret = password.map { SecretBytes(copying: UnsafeRawBufferPointer(start: $0, count: Int(passwordLength))) }
-        try file.unlock(password: secret)
-        Legacy.post(.unlockEvent, keychain: SecKeychain(url: file.url), item: nil)
+        try Legacy.service.unlock(target, password: secret)
+        Legacy.post(.unlockEvent, keychain: SecKeychain(url: URL(fileURLWithPath: target.path)), item: nil)
     }
 }
 
@@ -383,7 +379,8 @@ public func SecKeychainSetSettings(_ keychain: SecKeychain?, _ newSettings: Unsa
         let s = newSettings.pointee
         guard s.version == SEC_KEYCHAIN_SETTINGS_VERS1 else { throw .param("settings version") }
         let interval: Int? = s.lockInterval >= UInt32(Int32.max) ? nil : Int(s.lockInterval)
-        try Legacy.file(keychain).setSettings(.init(lockInterval: interval, lockOnSleep: s.lockOnSleep.boolValue))
+        try Legacy.service.setSettings(KeychainSettings(lockInterval: interval, lockOnSleep: s.lockOnSleep.boolValue),
+                                       of: Legacy.existing(keychain))
     }
 }
 
@@ -392,26 +389,26 @@ public func SecKeychainCopySettings(_ keychain: SecKeychain?, _ outSettings: Uns
 {
     run { () throws(KeychainError) in
         guard outSettings.pointee.version == SEC_KEYCHAIN_SETTINGS_VERS1 else { throw .param("settings version") }
-        let s = try Legacy.file(keychain).settings()
+        let s = try Legacy.service.settings(of: Legacy.existing(keychain))
         outSettings.pointee.lockOnSleep = DarwinBoolean(s.lockOnSleep)
         outSettings.pointee.lockInterval = s.lockInterval.map { UInt32($0) } ?? UInt32(Int32.max)
     }
 }
 
 public func SecKeychainCopyDefault(_ keychain: UnsafeMutablePointer<SecKeychain?>) -> OSStatus {
-    keychain.pointee = SecKeychain(url: Legacy.preferences.defaultKeychain())
+    keychain.pointee = SecKeychain(url: URL(fileURLWithPath: Legacy.service.defaultKeychain().path))
     return errSecSuccess
 }
 
 public func SecKeychainSetDefault(_ keychain: SecKeychain?) -> OSStatus {
     run { () throws(KeychainError) in
-        try Legacy.preferences.setDefaultKeychain(keychain?.url)
+        try Legacy.service.setDefaultKeychain(keychain.map { Legacy.reference($0) })
         Legacy.post(.defaultChangedEvent, keychain: keychain, item: nil)
     }
 }
 
 public func SecKeychainCopySearchList(_ searchList: UnsafeMutablePointer<CFArray?>) -> OSStatus {
-    searchList.pointee = NSArray(array: Legacy.preferences.searchList().map { SecKeychain(url: $0) })
+    searchList.pointee = NSArray(array: Legacy.service.searchList().map { SecKeychain(url: URL(fileURLWithPath: $0.path)) })
     return errSecSuccess
 }
 
@@ -419,7 +416,7 @@ public func SecKeychainSetSearchList(_ searchList: CFArray) -> OSStatus {
     run { () throws(KeychainError) in
         let keychains = searchList.compactMap { $0 as? SecKeychain }
         guard keychains.count == searchList.count else { throw .param("the list holds a non-keychain") }
-        try Legacy.preferences.setSearchList(keychains.map(\.url))
+        try Legacy.service.setSearchList(keychains.map { Legacy.reference($0) })
         Legacy.post(.keychainListChangedEvent, keychain: nil, item: nil)
     }
 }
@@ -532,20 +529,17 @@ public func SecKeychainItemModifyAttributesAndData(
         }
         if let data { changes["v_Data"] = .data(Data(bytes: data, count: Int(length))) }
         guard !changes.isEmpty else { return }
-        let file = try Legacy.file(itemRef.keychain)
-        try file.update(
-            QueryParser.parse(["v_PersistentRef": .data(itemRef.reference.data)], for: .update),
-            with: QueryParser.parseUpdate(changes, itemClass: itemRef.reference.itemClass), caller: Legacy.caller)
+        try Legacy.service.update(["v_PersistentRef": .data(itemRef.reference.data)], with: changes,
+                                  in: Legacy.existing(itemRef.keychain))
         Legacy.post(.updateEvent, keychain: itemRef.keychain, item: itemRef)
     }
 }
 
 public func SecKeychainItemDelete(_ itemRef: SecKeychainItem) -> OSStatus {
     run { () throws(KeychainError) in
-        let file = try Legacy.file(itemRef.keychain)
+        let target = try Legacy.existing(itemRef.keychain)
         do throws(KeychainError) {
-            try file.delete(QueryParser.parse(["v_PersistentRef": .data(itemRef.reference.data)], for: .delete),
-                            caller: Legacy.caller)
+            try Legacy.service.delete(["v_PersistentRef": .data(itemRef.reference.data)], in: target)
         } catch KeychainStatus.itemNotFound {
             throw KeychainError(.invalidItemRef)
         } catch {

@@ -1,6 +1,5 @@
 import Foundation
 import KeychainCore
-import KeychainStorage
 
 /// The attribute dump of macOS `security` (`print_keychain_item_attributes`, semantics §8.4).
 enum AttributeDump {
@@ -26,7 +25,7 @@ enum AttributeDump {
         return head + codes.map { ("\"\($0.0)\"", $0.0, $0.1) }
     }
 
-    static func text(for item: Item, keychain: URL) -> String {
+    static func text(for item: Item, keychain: KeychainReference) -> String {
         var out = "keychain: \"\(keychain.path)\"\nversion: 512\nclass: \"\(item.itemClass.rawValue)\"\nattributes:\n"
         for (tag, code, format) in tags(for: item.itemClass) {
             out += "    \(tag)\(format.rawValue)=\(value(item.attributes[code], format: format))\n"

@@ -1,6 +1,6 @@
 import Foundation
+import KeychainClient
 import KeychainCore
-import KeychainStorage
 import SecurityCommandLine
 
 /// add-, find- and delete-generic-password / -internet-password.
@@ -66,25 +66,17 @@ struct ItemCommands {
         let keychainName = opts.operands.first
         let api = "SecKeychainItemCreateFromContent (\(keychainName ?? "<default>"))"
         do throws(KeychainError) {
-            let file = try session.keychain(keychainName)
-            try session.unlockIfNeeded(file)
-            var dictionary = attributes
-            dictionary["v_Data"] = .data(secret.unprotectedData())
-            do {
-                _ = try file.add(QueryParser.parse(dictionary, for: .add), caller: session.caller)
-            } catch KeychainStatus.duplicateItem where opts.has("U") {
-                var match: [String: QueryValue] = ["class": attributes["class"]!]
-                for code in Schema.primaryKey(of: kind.itemClass) where attributes[code] != nil {
-                    match[code] = attributes[code]
-                }
+            let keychain = try session.keychain(keychainName)
+            try session.unlockIfNeeded(keychain)
+            if opts.has("U") {
+                // Add, or update the duplicate (the same primary key) in the same transaction.
                 var changes = attributes
                 changes.removeValue(forKey: "class")
-                changes["v_Data"] = .data(secret.unprotectedData())
-                try file.update(
-                    QueryParser.parse(match, for: .update),
-                    with: QueryParser.parseUpdate(changes, itemClass: kind.itemClass), caller: session.caller)
-            } catch {
-                throw error
+                try session.service.upsert(attributes, secret: secret, attributes: changes, in: keychain)
+            } else {
+                var dictionary = attributes
+                dictionary["v_Data"] = .data(secret.unprotectedData())
+                try session.service.add(dictionary, to: keychain)
             }
         } catch {
             throw .status(error, api: api)
@@ -97,17 +89,17 @@ struct ItemCommands {
     func find(_ kind: Kind, _ arguments: [String], json: Bool = false) throws(CommandError) -> Int32 {
         let spec = kind == .generic ? CommandFlags.findGeneric : CommandFlags.findInternet
         let opts = try parse(arguments, spec: spec)
-        let (file, found) = try firstMatch(kind, opts, wantSecret: opts.has("g") || opts.has("w"))
+        let (keychain, found) = try firstMatch(kind, opts, wantSecret: opts.has("g") || opts.has("w"))
         let secret = found.secret.map { s in s.withUnsafeBytes { [UInt8]($0) } } ?? []
         if opts.has("w") {
             FileHandle.standardOutput.write(Data(BufferPrinter.passwordForW(secret) + [0x0a]))
             return 0
         }
         if json {
-            Terminal.writeOut(JSONOutput.item(found.item, keychain: file.url, secret: opts.has("g") ? found.secret : nil) + "\n")
+            Terminal.writeOut(JSONOutput.item(found.item, keychain: keychain, secret: opts.has("g") ? found.secret : nil) + "\n")
             return 0
         }
-        Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
+        Terminal.writeOut(AttributeDump.text(for: found.item, keychain: keychain))
         if opts.has("g") { Terminal.writeError("password: \(BufferPrinter.format(secret))\n") }
         return 0
     }
@@ -116,12 +108,10 @@ struct ItemCommands {
         let spec = kind == .generic ? CommandFlags.deleteGeneric : CommandFlags.deleteInternet
         let opts = try parse(arguments, spec: spec)
         guard !opts.options.isEmpty else { throw .usage }
-        let (file, found) = try firstMatch(kind, opts, wantSecret: false)
-        Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
+        let (keychain, found) = try firstMatch(kind, opts, wantSecret: false)
+        Terminal.writeOut(AttributeDump.text(for: found.item, keychain: keychain))
         do {
-            try file.delete(
-                QueryParser.parse(["v_PersistentRef": .data(found.item.persistentReference.data)], for: .delete),
-                caller: session.caller)
+            try session.service.delete(["v_PersistentRef": .data(found.item.persistentReference.data)], in: keychain)
         } catch {
             throw .status(error, api: "SecKeychainItemDelete")
         }
@@ -131,7 +121,7 @@ struct ItemCommands {
 
     /// The first item in search-list order that matches the options.
     private func firstMatch(_ kind: Kind, _ opts: Getopt, wantSecret: Bool) throws(CommandError)
-        -> (KeychainFile, FoundItem)
+        -> (KeychainReference, FoundItem)
     {
         var query: [String: QueryValue] = [
             "class": .string(kind.itemClass.rawValue), "r_Attributes": true, "sync": "syna",
@@ -159,12 +149,12 @@ struct ItemCommands {
             }
         }
         do throws(KeychainError) {
-            let parsed = try QueryParser.parse(query, for: .search)
+            _ = try QueryParser.parse(query, for: .search)  // bad input is an error before any keychain is opened
             var lastError = KeychainError.itemNotFound()
-            for file in try session.searchList(opts.operands) {
+            for keychain in try session.searchList(opts.operands) {
                 do {
-                    try session.unlockIfNeeded(file)
-                    if let found = try file.search(parsed, caller: session.caller).first { return (file, found) }
+                    try session.unlockIfNeeded(keychain)
+                    if let found = try session.service.search(query, in: keychain).first { return (keychain, found) }
                 } catch KeychainStatus.itemNotFound {
                     continue
                 } catch {

@@ -4,7 +4,7 @@ import KeychainCore
 /// `--json`: an item as one JSON object: keychain path, class, attributes by code (dates in ISO 8601 UTC, data in
 /// base64, four-character numbers as numbers), and `password` only when it was asked for (`-g`, `dump -d`).
 enum JSONOutput {
-    static func item(_ item: Item, keychain: URL, secret: SecretBytes?) -> String {
+    static func item(_ item: Item, keychain: KeychainReference, secret: SecretBytes?) -> String {
         var attributes: [String: Any] = [:]
         let formatter = ISO8601DateFormatter()
         for (code, value) in ItemRules.returnedAttributes(of: item) {

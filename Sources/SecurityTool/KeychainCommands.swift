@@ -1,7 +1,6 @@
 import Foundation
 import KeychainClient
 import KeychainCore
-import KeychainStorage
 import SecurityCommandLine
 
 /// create-, delete-, lock-, unlock-keychain; settings; password; search list and default; dump.
@@ -20,11 +19,11 @@ struct KeychainCommands {
                     prompt: "password for new keychain: ", retype: "retype password for new keychain: ")
                 if password == nil { return 1 }
             }
-            let url = session.locations.url(forKeychain: name)
+            let keychain = session.service.resolve(name)
             do {
-                _ = try KeychainFile.create(at: url, password: password, configuration: session.configuration)
-                let list = session.preferences.searchList()
-                if !list.contains(url) { try session.preferences.setSearchList(list + [url]) }
+                try session.service.createKeychain(keychain, password: password, settings: .appleDefault)
+                let list = session.service.searchList()
+                if !list.contains(keychain) { try session.service.setSearchList(list + [keychain]) }
             } catch {
                 throw .status(error, api: "SecKeychainCreate \(name)")
             }
@@ -34,11 +33,11 @@ struct KeychainCommands {
 
     func delete(_ arguments: [String]) throws(CommandError) -> Int32 {
         let opts = try parse(arguments, "")
-        let urls = opts.operands.isEmpty
-            ? [session.preferences.defaultKeychain()] : opts.operands.map { session.locations.url(forKeychain: $0) }
-        for url in urls {
-            do { try session.preferences.deleteKeychain(url) } catch {
-                throw .status(error, api: "SecKeychainDelete \(url.lastPathComponent)")
+        let keychains = opts.operands.isEmpty
+            ? [session.service.defaultKeychain()] : opts.operands.map { session.service.resolve($0) }
+        for keychain in keychains {
+            do { try session.service.deleteKeychain(keychain) } catch {
+                throw .status(error, api: "SecKeychainDelete \(keychain.fileName)")
             }
         }
         return 0
@@ -49,7 +48,7 @@ struct KeychainCommands {
         let opts = try parse(arguments, CommandFlags.lockKeychain)
         guard opts.operands.count <= 1, !(opts.has("a") && !opts.operands.isEmpty) else { throw .usage }
         if opts.has("a") { return 0 }
-        do { try session.keychain(opts.operands.first).lock() } catch {
+        do { try session.service.lock(session.keychain(opts.operands.first)) } catch {
             throw .status(error, api: "SecKeychainLock \(opts.operands.first ?? "<NULL>")")
         }
         return 0
@@ -60,7 +59,7 @@ struct KeychainCommands {
         guard opts.operands.count <= 1 else { throw .usage }
         let name = opts.operands.first
         do throws(KeychainError) {
-            let file = try session.keychain(name)
+            let keychain = try session.keychain(name)
             let password: SecretBytes?
             if let given = opts.value("p") {
                 password = RawArguments.secret(given)
@@ -70,7 +69,7 @@ struct KeychainCommands {
             } else {
                 password = Terminal.readSecretFromStandardInput()
             }
-            try file.unlock(password: password)
+            try session.service.unlock(keychain, password: password)
         } catch {
             throw .status(error, api: "SecKeychainUnlock \(name ?? "<NULL>")")
         }
@@ -86,8 +85,8 @@ struct KeychainCommands {
             ?? Terminal.newPassword(prompt: "New Password: ", retype: "Retype New Password: ")
         guard let new else { return 1 }
         do {
-            let file = try session.keychain(opts.operands.first)
-            let removed = try file.changePassword(old: old, new: new)
+            let keychain = try session.keychain(opts.operands.first)
+            let removed = try session.service.changePassword(of: keychain, old: old, new: new)
             if removed > 0 {
                 Terminal.writeError("security: \(removed) WhenPasscodeSet item(s) deleted with the password.\n")
             }
@@ -106,8 +105,9 @@ struct KeychainCommands {
             interval = n
         }
         do {
-            try session.keychain(opts.operands.first).setSettings(
-                .init(lockInterval: interval, lockOnSleep: opts.has("l")))
+            try session.service.setSettings(
+                KeychainSettings(lockInterval: interval, lockOnSleep: opts.has("l")),
+                of: session.keychain(opts.operands.first))
         } catch {
             throw .status(error, api: "SecKeychainSetSettings")
         }
@@ -118,7 +118,7 @@ struct KeychainCommands {
         let opts = try parse(arguments, "")
         guard opts.operands.count <= 1 else { throw .usage }
         do {
-            let settings = try session.keychain(opts.operands.first).settings()
+            let settings = try session.service.settings(of: session.keychain(opts.operands.first))
             var line = "Keychain \"\(opts.operands.first ?? "<NULL>")\""
             if settings.lockOnSleep { line += " lock-on-sleep" }
             line += settings.lockInterval.map { " timeout=\($0)s" } ?? " no-timeout"
@@ -132,12 +132,12 @@ struct KeychainCommands {
     func listKeychains(_ arguments: [String]) throws(CommandError) -> Int32 {
         let (set, names) = try parseDomainAndSet(arguments)
         if set {
-            do { try session.preferences.setSearchList(names.map { session.locations.url(forKeychain: $0) }) } catch {
+            do { try session.service.setSearchList(names.map { session.service.resolve($0) }) } catch {
                 throw .status(error, api: "SecKeychainSetSearchList")
             }
             return 0
         }
-        for url in session.preferences.searchList() { Terminal.writeOut("    \"\(url.path)\"\n") }
+        for keychain in session.service.searchList() { Terminal.writeOut("    \"\(keychain.path)\"\n") }
         return 0
     }
 
@@ -145,16 +145,16 @@ struct KeychainCommands {
         let (set, names) = try parseDomainAndSet(arguments)
         if set {
             guard names.count <= 1 else { throw .usage }
-            let url = names.first.map { session.locations.url(forKeychain: $0) }
+            let keychain = names.first.map { session.service.resolve($0) }
             do {
-                if login { try session.preferences.setLoginKeychain(url) } else { try session.preferences.setDefaultKeychain(url) }
+                if login { try session.service.setLoginKeychain(keychain) } else { try session.service.setDefaultKeychain(keychain) }
             } catch {
                 throw .status(error, api: login ? "SecKeychainSetLogin" : "SecKeychainSetDefault")
             }
             return 0
         }
-        let url = login ? session.preferences.loginKeychain() : session.preferences.defaultKeychain()
-        Terminal.writeOut("    \"\(url.path)\"\n")
+        let keychain = login ? session.service.loginKeychain() : session.service.defaultKeychain()
+        Terminal.writeOut("    \"\(keychain.path)\"\n")
         return 0
     }
 
@@ -162,14 +162,14 @@ struct KeychainCommands {
         let opts = try parse(arguments, CommandFlags.dump)
         var objects: [String] = []
         do {
-            for file in try session.searchList(opts.operands) {
-                if opts.has("d") { try session.unlockIfNeeded(file) }
-                for found in try file.allItems(includingSecrets: opts.has("d")) where found.item.itemClass == .genericPassword || found.item.itemClass == .internetPassword {
+            for keychain in try session.searchList(opts.operands) {
+                if opts.has("d") { try session.unlockIfNeeded(keychain) }
+                for found in try session.service.allItems(in: keychain, includingSecrets: opts.has("d")) where found.item.itemClass == .genericPassword || found.item.itemClass == .internetPassword {
                     if json {
-                        objects.append(JSONOutput.item(found.item, keychain: file.url, secret: found.secret))
+                        objects.append(JSONOutput.item(found.item, keychain: keychain, secret: found.secret))
                         continue
                     }
-                    Terminal.writeOut(AttributeDump.text(for: found.item, keychain: file.url))
+                    Terminal.writeOut(AttributeDump.text(for: found.item, keychain: keychain))
                     if opts.has("a") { Terminal.writeOut(AttributeDump.access(of: found.item)) }
                     if let secret = found.secret {
                         Terminal.writeOut("data:\n\(BufferPrinter.format(secret.withUnsafeBytes { [UInt8]($0) }))\n")

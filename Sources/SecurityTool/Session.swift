@@ -1,57 +1,46 @@
 import Foundation
 import KeychainClient
 import KeychainCore
-import KeychainStorage
 
-/// Which keychains a command works on, opened once per process, unlocked on demand.
+/// Which keychains a command works on, through the keychain service, unlocked on demand.
 final class Session {
-    let locations = KeychainLocations.current()
-    lazy var preferences = KeychainPreferences(locations: locations)
     /// The tool sees every access group (like macOS's tool on the file keychain); what it adds lands in `security`.
-    let caller = Caller(accessGroups: ["security", Caller.wildcardGroup])
-    private var opened: [String: KeychainFile] = [:]
+    let service: any KeychainService = EmbeddedKeychainService(
+        caller: Caller(accessGroups: ["security", Caller.wildcardGroup]))
 
-    var configuration: KeychainFile.Configuration { OpenKeychains.standardConfiguration(locations: locations) }
-
-    /// A keychain by name or path; nil means the default keychain (created on first use).
-    func keychain(_ nameOrPath: String?) throws(KeychainError) -> KeychainFile {
-        let url = nameOrPath.map { locations.url(forKeychain: $0) } ?? preferences.defaultKeychain()
-        if let file = opened[url.path] { return file }
-        let file: KeychainFile
-        if FileManager.default.fileExists(atPath: url.path) {
-            file = try KeychainFile.open(at: url, configuration: configuration)
-        } else if nameOrPath == nil && url == preferences.loginKeychain() {
-            file = try createLogin(url)
-        } else {
-            throw KeychainError(.noSuchKeychain, url.lastPathComponent)
+    /// A keychain by name or path that exists; nil means the default keychain (the login keychain is created on
+    /// first use, with a password asked on the terminal when there is one).
+    func keychain(_ nameOrPath: String?) throws(KeychainError) -> KeychainReference {
+        let reference = service.resolve(nameOrPath)
+        if try service.state(of: reference).exists { return reference }
+        guard nameOrPath == nil && reference == service.loginKeychain() else {
+            throw KeychainError(.noSuchKeychain, reference.fileName)
         }
-        opened[url.path] = file
-        return file
+        try createLogin(reference)
+        return reference
     }
 
-    /// Closes what this command opened, before the process exits (see ``KeychainFile/close()``).
-    func closeAll() {
-        for file in opened.values { file.close() }
-        opened.removeAll()
-    }
+    /// Closes what this command opened, before the process exits.
+    func closeAll() { service.close() }
 
-    /// The keychains a search visits: the ones named, else the search list.
-    func searchList(_ names: [String]) throws(KeychainError) -> [KeychainFile] {
+    /// The keychains a search visits: the ones named, else the search list (the default keychain if none exists).
+    func searchList(_ names: [String]) throws(KeychainError) -> [KeychainReference] {
         if !names.isEmpty { return try names.map { name throws(KeychainError) in try keychain(name) } }
-        var files: [KeychainFile] = []
-        for url in preferences.searchList() where FileManager.default.fileExists(atPath: url.path) {
-            files.append(try keychain(url.path))
+        var found: [KeychainReference] = []
+        for reference in service.searchList() where try service.state(of: reference).exists {
+            found.append(reference)
         }
-        if files.isEmpty { files.append(try keychain(nil)) }
-        return files
+        if found.isEmpty { found.append(try keychain(nil)) }
+        return found
     }
 
     /// Asks for the password on the terminal when a locked keychain must be read; without one, it stays locked
     /// and the read fails with errSecInteractionNotAllowed.
-    func unlockIfNeeded(_ file: KeychainFile) throws(KeychainError) {
-        guard file.hasPassword, file.isLocked else { return }
-        guard let password = try askUnlockPassword(label: "\"\(file.url.path)\"") else { return }
-        try file.unlock(password: password)
+    func unlockIfNeeded(_ keychain: KeychainReference) throws(KeychainError) {
+        let state = try service.state(of: keychain)
+        guard state.hasPassword, state.isLocked else { return }
+        guard let password = try askUnlockPassword(label: "\"\(keychain.path)\"") else { return }
+        try service.unlock(keychain, password: password)
     }
 
     /// The unlock password: through pinentry when `KEYCHAIN_PROMPTER=pinentry` (or a graphical session without a
@@ -74,19 +63,19 @@ final class Session {
         return Terminal.readSecret(prompt: "password to unlock \(label): ")
     }
 
-    private func createLogin(_ url: URL) throws(KeychainError) -> KeychainFile {
+    private func createLogin(_ keychain: KeychainReference) throws(KeychainError) {
         var password: SecretBytes?
         if Terminal.hasTerminal && Terminal.standardInputIsTerminal {
-            Terminal.writeError("A login keychain is being created at \(url.path).\n")
+            Terminal.writeError("A login keychain is being created at \(keychain.path).\n")
             password = Terminal.newPassword(
                 prompt: "password for new keychain (empty for none): ", retype: "retype password for new keychain: ")
         } else {
-            Terminal.writeError("security: created \(url.path) without a password (no terminal to ask for one)\n")
+            Terminal.writeError("security: created \(keychain.path) without a password (no terminal to ask for one)\n")
         }
         do {
-            return try KeychainFile.create(at: url, password: password, settings: .never, configuration: configuration)
+            try service.createKeychain(keychain, password: password, settings: .never)
         } catch KeychainStatus.duplicateKeychain {
-            return try KeychainFile.open(at: url, configuration: configuration)
+            // another process made it first
         } catch {
             throw error
         }

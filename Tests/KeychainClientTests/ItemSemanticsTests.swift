@@ -8,7 +8,9 @@ import Testing
 struct ItemSemanticsTests {
     @Test("internet passwords are unique on account, server, protocol, port, path, domain and auth type")
     func internetUniqueness() throws {
-        let c = try TestKeychain().client
+        let keychain = try TestKeychain()
+        defer { withExtendedLifetime(keychain) {} }
+        let c = keychain.client
         try c.add(["class": "inet", "acct": "u", "srvr": "example.com", "ptcl": "htps", "port": 443])
         #expect(status { try c.add(["class": "inet", "acct": "u", "srvr": "example.com", "ptcl": "htps", "port": 443, "labl": "other"]) } == -25299)
         try c.add(["class": "inet", "acct": "u", "srvr": "example.com", "ptcl": "htps", "port": 8443])
@@ -21,7 +23,9 @@ struct ItemSemanticsTests {
 
     @Test("a search matches every attribute given, but uniqueness uses only the primary key (gotcha 1)")
     func lookupVersusUniqueness() throws {
-        let c = try TestKeychain().client
+        let keychain = try TestKeychain()
+        defer { withExtendedLifetime(keychain) {} }
+        let c = keychain.client
         try c.add(["class": "genp", "acct": "a", "svce": "s", "pdmn": "ak"])
         #expect(status { _ = try c.search(["class": "genp", "acct": "a", "svce": "s", "pdmn": "cku"]) } == -25300)
         #expect(status { try c.add(["class": "genp", "acct": "a", "svce": "s", "pdmn": "cku"]) } == -25299)
@@ -50,7 +54,9 @@ struct ItemSemanticsTests {
 
     @Test("an update that would collide changes nothing, even for the items that would not collide")
     func atomicUpdate() throws {
-        let c = try TestKeychain().client
+        let keychain = try TestKeychain()
+        defer { withExtendedLifetime(keychain) {} }
+        let c = keychain.client
         try c.add(["class": "genp", "acct": "x", "svce": "s1", "v_Data": .data(Data("1"))])
         try c.add(["class": "genp", "acct": "x", "svce": "s2", "v_Data": .data(Data("2"))])
         try c.add(["class": "genp", "acct": "y", "svce": "s2"])
@@ -61,7 +67,9 @@ struct ItemSemanticsTests {
 
     @Test("an update may move an item between accessibility classes and keep its secret")
     func updateAccessibility() throws {
-        let c = try TestKeychain().client
+        let keychain = try TestKeychain()
+        defer { withExtendedLifetime(keychain) {} }
+        let c = keychain.client
         try c.add(["class": "genp", "acct": "a", "v_Data": .data(Data("secret"))])
         try c.update(["class": "genp", "acct": "a"], with: ["pdmn": "dku"])
         let found = try #require(try c.search(["class": "genp", "acct": "a", "r_Data": true, "r_Attributes": true]).first)
@@ -71,7 +79,9 @@ struct ItemSemanticsTests {
 
     @Test("certificates default to Always; keys keep numeric attributes as numbers")
     func otherClasses() throws {
-        let c = try TestKeychain().client
+        let keychain = try TestKeychain()
+        defer { withExtendedLifetime(keychain) {} }
+        let c = keychain.client
         let cert = try c.add(["class": "cert", "issr": .data(Data([1, 2])), "slnr": .data(Data([3])), "v_Data": .data(Data([0x30]))])
         #expect(cert.item.attributes["pdmn"] == .string("dk"))
         #expect(status { try c.add(["class": "cert", "issr": .data(Data([1, 2])), "slnr": .data(Data([3]))]) } == -25299)
@@ -83,7 +93,9 @@ struct ItemSemanticsTests {
 
     @Test("a secret round-trips byte for byte, empty and large")
     func secretRoundTrip() throws {
-        let c = try TestKeychain().client
+        let keychain = try TestKeychain()
+        defer { withExtendedLifetime(keychain) {} }
+        let c = keychain.client
         let big = Data((0..<5000).map { UInt8($0 % 251) })
         try c.add(["class": "genp", "acct": "big", "v_Data": .data(big)])
         try c.add(["class": "genp", "acct": "empty"])

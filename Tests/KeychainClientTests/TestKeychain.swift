@@ -21,9 +21,12 @@ final class TestKeychain {
             createWithPassword: password.map { SecretBytes(utf8: $0) }, kdf: .fastForTests, clock: clock)
     }
 
-    /// Another caller on the same file.
+    /// Another caller on the same file (the same process, so the same open handle).
     func client(groups: [String]) throws -> KeychainClient {
-        KeychainClient(file: client.file, caller: Caller(accessGroups: groups))
+        let service = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: groups)) {
+            $0.kdf = .fastForTests
+        }
+        return KeychainClient(service: service, keychain: client.keychain)
     }
 
     deinit { try? FileManager.default.removeItem(at: root) }

@@ -24,18 +24,7 @@ public final class KeychainFile: Sendable {
     }
 
     /// Auto-lock settings (`SecKeychainSettings`).
-    public struct Settings: Sendable, Hashable {
-        /// Seconds of inactivity before the keychain locks; nil = never.
-        public var lockInterval: Int?
-        public var lockOnSleep: Bool
-        public init(lockInterval: Int?, lockOnSleep: Bool) {
-            self.lockInterval = lockInterval
-            self.lockOnSleep = lockOnSleep
-        }
-        /// What Apple gives a new keychain: lock after 300 s idle, and on sleep.
-        public static let appleDefault = Settings(lockInterval: 300, lockOnSleep: true)
-        public static let never = Settings(lockInterval: nil, lockOnSleep: false)
-    }
+    public typealias Settings = KeychainSettings
 
     public let url: URL
     let database: DatabaseQueue

@@ -1,0 +1,193 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+import Synchronization
+
+/// The keychain service inside this process: it opens the keychain files itself (one handle per file and process,
+/// shared through ``OpenKeychains``, so every API of the process sees one lock state).
+///
+/// Who is calling is this process: its ``Caller`` comes from its application identity (or, for the system tools
+/// that see every group, from their construction), never from what a call says.
+public final class EmbeddedKeychainService: KeychainService {
+    public let locations: KeychainLocations
+    public let caller: Caller
+    private let preferences: KeychainPreferences
+    private let configuration: KeychainFile.Configuration
+    private let announcedLogin = Mutex(false)
+
+    /// - Parameters:
+    ///   - caller: the access groups this process may use (default: its ``ApplicationIdentity``).
+    ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
+    public init(locations: KeychainLocations = .current(), caller: Caller? = nil,
+                configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
+        self.locations = locations
+        self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
+        self.preferences = KeychainPreferences(locations: locations)
+        var configuration = OpenKeychains.standardConfiguration(locations: locations)
+        configure(&configuration)
+        self.configuration = configuration
+    }
+
+    // MARK: - Which keychains
+
+    public func resolve(_ nameOrPath: String) -> KeychainReference { reference(locations.url(forKeychain: nameOrPath)) }
+    public func defaultKeychain() -> KeychainReference { reference(preferences.defaultKeychain()) }
+    public func loginKeychain() -> KeychainReference { reference(preferences.loginKeychain()) }
+    public func searchList() -> [KeychainReference] { preferences.searchList().map(reference) }
+
+    public func setDefaultKeychain(_ keychain: KeychainReference?) throws(KeychainError) {
+        try preferences.setDefaultKeychain(keychain.map(url))
+    }
+
+    public func setLoginKeychain(_ keychain: KeychainReference?) throws(KeychainError) {
+        try preferences.setLoginKeychain(keychain.map(url))
+    }
+
+    public func setSearchList(_ keychains: [KeychainReference]) throws(KeychainError) {
+        try preferences.setSearchList(keychains.map(url))
+    }
+
+    // MARK: - Keychains
+
+    public func state(of keychain: KeychainReference) throws(KeychainError) -> KeychainState {
+        guard FileManager.default.fileExists(atPath: keychain.path) else {
+            return KeychainState(exists: false, isLocked: true, hasPassword: false)
+        }
+        let file = try self.file(keychain)
+        return KeychainState(exists: true, isLocked: file.isLocked, hasPassword: file.hasPassword)
+    }
+
+    public func createKeychain(_ keychain: KeychainReference, password: SecretBytes?, settings: KeychainSettings)
+        throws(KeychainError)
+    {
+        let target = url(keychain)
+        let file = try KeychainFile.create(at: target, password: password, settings: settings,
+                                           configuration: configuration)
+        OpenKeychains.shared.adopt(file)
+    }
+
+    public func deleteKeychain(_ keychain: KeychainReference) throws(KeychainError) {
+        let target = url(keychain)
+        try preferences.deleteKeychain(target)
+        OpenKeychains.shared.forget(target)
+    }
+
+    public func lock(_ keychain: KeychainReference) throws(KeychainError) { try file(keychain).lock() }
+
+    public func lockAll() { for file in OpenKeychains.shared.all { file.lock() } }
+
+    public func unlock(_ keychain: KeychainReference, password: SecretBytes?) throws(KeychainError) {
+        try file(keychain).unlock(password: password)
+    }
+
+    public func settings(of keychain: KeychainReference) throws(KeychainError) -> KeychainSettings {
+        try file(keychain).settings()
+    }
+
+    public func setSettings(_ settings: KeychainSettings, of keychain: KeychainReference) throws(KeychainError) {
+        try file(keychain).setSettings(settings)
+    }
+
+    @discardableResult
+    public func changePassword(of keychain: KeychainReference, old: SecretBytes?, new: SecretBytes?)
+        throws(KeychainError) -> Int
+    {
+        try file(keychain).changePassword(old: old, new: new)
+    }
+
+    // MARK: - Items
+
+    @discardableResult
+    public func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError)
+        -> FoundItem
+    {
+        try file(orDefault: keychain).add(QueryParser.parse(attributes, for: .add), caller: caller)
+    }
+
+    public func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+        -> [FoundItem]
+    {
+        try file(orDefault: keychain).search(QueryParser.parse(query, for: .search), caller: caller)
+    }
+
+    @discardableResult
+    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
+                       in keychain: KeychainReference?) throws(KeychainError) -> Int
+    {
+        let parsed = try QueryParser.parse(query, for: .update)
+        let changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
+        return try file(orDefault: keychain).update(parsed, with: changes, caller: caller)
+    }
+
+    @discardableResult
+    public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int {
+        try file(orDefault: keychain).delete(QueryParser.parse(query, for: .delete), caller: caller)
+    }
+
+    public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
+                       in keychain: KeychainReference?) throws(KeychainError)
+    {
+        var addDictionary = query.merging(attributes) { _, new in new }
+        addDictionary["v_Data"] = .data(secret.unprotectedData())
+        let parsed = try QueryParser.parse(addDictionary, for: .add)
+        var changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
+        changes.valueData = secret
+        try file(orDefault: keychain).addOrUpdate(parsed, changes: changes, caller: caller)
+    }
+
+    @discardableResult
+    public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
+                           in keychain: KeychainReference?) throws(KeychainError) -> Int
+    {
+        try file(orDefault: keychain).replaceAll(
+            matching: QueryParser.parse(matching, for: .delete), with: QueryParser.parse(attributes, for: .add),
+            caller: caller)
+    }
+
+    public func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError)
+        -> [FoundItem]
+    {
+        try file(keychain).allItems(includingSecrets: includingSecrets)
+    }
+
+    public func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext,
+                                  in keychain: KeychainReference?) throws(KeychainError) -> Bool
+    {
+        try file(orDefault: keychain).authenticateOwner(password, for: context)
+    }
+
+    public func close() { OpenKeychains.shared.closeAll() }
+
+    // MARK: - Files
+
+    /// The open handle of an existing keychain.
+    func file(_ keychain: KeychainReference) throws(KeychainError) -> KeychainFile {
+        try OpenKeychains.shared.file(at: url(keychain), configuration: configuration, createWithPassword: nil,
+                                      create: false)
+    }
+
+    /// The named keychain, or the default one; a missing default `login` keychain is created without a password
+    /// (said once on standard error: nobody can be asked here).
+    func file(orDefault keychain: KeychainReference?) throws(KeychainError) -> KeychainFile {
+        if let keychain { return try file(keychain) }
+        let target = preferences.defaultKeychain()
+        let isLogin = target.standardizedFileURL == preferences.loginKeychain().standardizedFileURL
+        guard isLogin, !FileManager.default.fileExists(atPath: target.path) else {
+            return try file(reference(target))
+        }
+        let file = try OpenKeychains.shared.file(at: target, configuration: configuration, createWithPassword: nil,
+                                                 create: true)
+        let first = announcedLogin.withLock { announced in
+            defer { announced = true }
+            return !announced
+        }
+        if first {
+            FileHandle.standardError.write(
+                Data("keychain: created \(target.path) without a password (no way to ask for one)\n".utf8))
+        }
+        return file
+    }
+
+    private func reference(_ url: URL) -> KeychainReference { KeychainReference(path: url.standardizedFileURL.path) }
+    private func url(_ keychain: KeychainReference) -> URL { URL(fileURLWithPath: keychain.path) }
+}

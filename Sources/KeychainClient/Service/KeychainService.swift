@@ -1,0 +1,86 @@
+import KeychainCore
+
+/// The one door to the keychain for every front end: `security`, the `Security` and `LocalAuthentication` modules,
+/// the credential helpers and the native API.
+///
+/// Two implementations: ``EmbeddedKeychainService`` opens the keychain files in this process; the daemon's client
+/// (keychaind, next) will send the same calls over a socket. Front ends never know which one they have, and never
+/// say who they are: the service decides who is calling (the embedded one from the process's application identity,
+/// the daemon from its peer's credentials).
+///
+/// Items are described with Apple's dictionaries (`kSecClass` → `"class"`, …); keychains by reference, resolved by
+/// the service (``resolve(_:)``). `nil` as a keychain means the default keychain, and the first use of a missing
+/// default `login` keychain creates it without a password (nobody can be asked here: a front end that can ask
+/// creates it first with ``createKeychain(_:password:settings:)``).
+public protocol KeychainService: Sendable {
+    // MARK: - Which keychains
+
+    /// A keychain name or path, resolved as macOS does: a path beginning with `/` is taken as is; anything else is
+    /// relative to the keychain directory, with the `.keychain-db` naming.
+    func resolve(_ nameOrPath: String) -> KeychainReference
+    func defaultKeychain() -> KeychainReference
+    func setDefaultKeychain(_ keychain: KeychainReference?) throws(KeychainError)
+    func loginKeychain() -> KeychainReference
+    func setLoginKeychain(_ keychain: KeychainReference?) throws(KeychainError)
+    /// The keychains searched when none is named: the configured list, else the default keychain alone.
+    func searchList() -> [KeychainReference]
+    func setSearchList(_ keychains: [KeychainReference]) throws(KeychainError)
+
+    // MARK: - Keychains
+
+    func state(of keychain: KeychainReference) throws(KeychainError) -> KeychainState
+    /// Creates a keychain, unlocked; with no password it is a keychain of a device without a passcode.
+    func createKeychain(_ keychain: KeychainReference, password: SecretBytes?, settings: KeychainSettings)
+        throws(KeychainError)
+    /// Deletes a keychain file (only a keychain: anything else is errSecInvalidKeychain) and drops it from the
+    /// search list and the default.
+    func deleteKeychain(_ keychain: KeychainReference) throws(KeychainError)
+    func lock(_ keychain: KeychainReference) throws(KeychainError)
+    func lockAll()
+    /// Unlocks with the keychain's password (nil for a keychain without one); wrong ones count toward the back-off.
+    func unlock(_ keychain: KeychainReference, password: SecretBytes?) throws(KeychainError)
+    func settings(of keychain: KeychainReference) throws(KeychainError) -> KeychainSettings
+    func setSettings(_ settings: KeychainSettings, of keychain: KeychainReference) throws(KeychainError)
+    /// Changes, sets or removes (nil) the password; returns how many WhenPasscodeSet items went with a removal.
+    @discardableResult
+    func changePassword(of keychain: KeychainReference, old: SecretBytes?, new: SecretBytes?) throws(KeychainError)
+        -> Int
+
+    // MARK: - Items (Apple's four calls, and two that are one transaction each)
+
+    @discardableResult
+    func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError) -> FoundItem
+    func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> [FoundItem]
+    @discardableResult
+    func update(_ query: [String: QueryValue], with attributes: [String: QueryValue], in keychain: KeychainReference?)
+        throws(KeychainError) -> Int
+    @discardableResult
+    func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int
+    /// Adds the item, or updates its duplicate (the same primary key) with `attributes` and the secret, in one
+    /// transaction; items that merely match a partial query are never touched.
+    func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
+                in keychain: KeychainReference?) throws(KeychainError)
+    /// Deletes every item `matching` selects and adds `attributes`' item, in one transaction.
+    @discardableResult
+    func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
+                    in keychain: KeychainReference?) throws(KeychainError) -> Int
+    /// Every item of the keychain, whatever its group (`dump-keychain`); locked classes are left out.
+    func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError) -> [FoundItem]
+
+    // MARK: - The owner (LocalAuthentication)
+
+    /// Checks the keychain password for `context` and marks it authenticated when right (false when wrong; the
+    /// back-off counts it).
+    func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext,
+                           in keychain: KeychainReference?) throws(KeychainError) -> Bool
+
+    /// Ends this client's use: an embedded service closes its files (the WAL folded in, the files recorded as
+    /// checked). A command-line tool calls it before it exits.
+    func close()
+}
+
+extension KeychainService {
+    public func resolve(_ nameOrPath: String?) -> KeychainReference {
+        nameOrPath.map { resolve($0) } ?? defaultKeychain()
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+import Testing
+
+/// The embedded keychain service: the one place that resolves names and creates `login`.
+@Suite("KeychainService, embedded")
+struct KeychainServiceTests {
+    func service(_ root: URL) -> EmbeddedKeychainService {
+        let locations = KeychainLocations(
+            keychainDirectory: root.appendingPathComponent("data/keychains"),
+            stateDirectory: root.appendingPathComponent("state/keychain"),
+            configDirectory: root.appendingPathComponent("config/keychain"))
+        return EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: ["app"])) {
+            $0.kdf = .fastForTests
+        }
+    }
+
+    @Test("names resolve as macOS resolves them: only a leading / makes a path")
+    func resolution() {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+        let s = service(root)
+        let dir = root.appendingPathComponent("data/keychains").path
+        #expect(s.resolve("work").path == dir + "/work.keychain-db")
+        #expect(s.resolve("work.keychain").path == dir + "/work.keychain-db")
+        #expect(s.resolve("work.keychain-db").path == dir + "/work.keychain-db")
+        #expect(s.resolve("./notes.txt").path == dir + "/notes.txt.keychain-db")
+        #expect(s.resolve("sub/x").path == dir + "/sub/x.keychain-db")
+        #expect(s.resolve("/tmp/y.keychain-db").path == "/tmp/y.keychain-db")
+        #expect(s.resolve(nil as String?) == s.defaultKeychain())
+        #expect(s.defaultKeychain() == s.loginKeychain())
+    }
+
+    @Test("the first item call creates login; a named keychain that does not exist is errSecNoSuchKeychain")
+    func loginOnFirstUse() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let s = service(root)
+        #expect(try !s.state(of: s.loginKeychain()).exists)
+        #expect(status { _ = try s.search(["class": "genp"], in: s.resolve("other")) } == -25294)
+        #expect(try !s.state(of: s.loginKeychain()).exists)  // asking about one never creates another
+        try s.add(["class": "genp", "acct": "a", "v_Data": .data(Data("x".utf8))], to: nil)
+        let state = try s.state(of: s.loginKeychain())
+        #expect(state.exists && !state.hasPassword && !state.isLocked)
+        #expect(try s.search(["class": "genp", "acct": "a", "r_Data": true], in: nil).first?.secret?.unprotectedString() == "x")
+        s.close()
+    }
+
+    @Test("create, lock, unlock, change password, settings and delete through the service")
+    func keychainLifecycle() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let s = service(root)
+        let work = s.resolve("work")
+        try s.createKeychain(work, password: SecretBytes(utf8: "pw"), settings: .appleDefault)
+        #expect(status { try s.createKeychain(work, password: nil, settings: .never) } == -25296)
+        try s.add(["class": "genp", "acct": "a", "v_Data": .data(Data("x".utf8))], to: work)
+        try s.lock(work)
+        #expect(try s.state(of: work).isLocked)
+        #expect(status { _ = try s.search(["class": "genp", "acct": "a", "r_Data": true], in: work) } == -25308)
+        #expect(status { try s.unlock(work, password: SecretBytes(utf8: "bad")) } == -25293)
+        try s.unlock(work, password: SecretBytes(utf8: "pw"))
+        try s.changePassword(of: work, old: SecretBytes(utf8: "pw"), new: SecretBytes(utf8: "new"))
+        try s.setSettings(KeychainSettings(lockInterval: 60, lockOnSleep: false), of: work)
+        #expect(try s.settings(of: work) == KeychainSettings(lockInterval: 60, lockOnSleep: false))
+        try s.setSearchList([work])
+        #expect(s.searchList() == [work])
+        try s.deleteKeychain(work)
+        #expect(try !s.state(of: work).exists)
+        #expect(s.searchList().isEmpty)  // dropped from the list it was the only member of
+    }
+}
