@@ -129,7 +129,7 @@ func run(_ operation: String) throws(KeychainError) {
         item["path"] = .string(server.path)
         item["acct"] = .string(creds.Username)
         item["atyp"] = "dflt"
-        item["v_Data"] = .data(Data(creds.Secret.utf8))
+        item["v_Data"] = .secret(SecretBytes(utf8: creds.Secret))
         try client.replaceAll(matching: server.query, with: item)
     case "get":
         let text = readInput()

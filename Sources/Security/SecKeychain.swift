@@ -214,7 +214,7 @@ enum Legacy {
         if length != 0 && password == nil { throw .param("password length without data") }
         let target = try existing(keychain)
         var dictionary = attributes
-        dictionary["v_Data"] = .data(password.map { Data(bytes: $0, count: Int(length)) } ?? Data())
+        dictionary["v_Data"] = .secret(password.map { SecretBytes(copying: UnsafeRawBufferPointer(start: $0, count: Int(length))) } ?? SecretBytes(Data()))
         let found = try service.add(dictionary, to: target)
         let ref = SecKeychain(url: URL(fileURLWithPath: target.path))
         let item = SecKeychainItem(keychain: ref, reference: found.item.persistentReference)
@@ -527,7 +527,7 @@ public func SecKeychainItemModifyAttributesAndData(
                 }
             }
         }
-        if let data { changes["v_Data"] = .data(Data(bytes: data, count: Int(length))) }
+        if let data { changes["v_Data"] = .secret(SecretBytes(copying: UnsafeRawBufferPointer(start: data, count: Int(length)))) }
         guard !changes.isEmpty else { return }
         try Legacy.service.update(["v_PersistentRef": .data(itemRef.reference.data)], with: changes,
                                   in: Legacy.existing(itemRef.keychain))

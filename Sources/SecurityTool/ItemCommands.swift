@@ -75,7 +75,7 @@ struct ItemCommands {
                 try session.service.upsert(attributes, secret: secret, attributes: changes, in: keychain)
             } else {
                 var dictionary = attributes
-                dictionary["v_Data"] = .data(secret.unprotectedData())
+                dictionary["v_Data"] = .secret(secret)
                 try session.service.add(dictionary, to: keychain)
             }
         } catch {

@@ -128,7 +128,7 @@ public final class EmbeddedKeychainService: KeychainService {
                        in keychain: KeychainReference?) throws(KeychainError)
     {
         var addDictionary = query.merging(attributes) { _, new in new }
-        addDictionary["v_Data"] = .data(secret.unprotectedData())
+        addDictionary["v_Data"] = .secret(secret)
         let parsed = try QueryParser.parse(addDictionary, for: .add)
         var changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
         changes.valueData = secret

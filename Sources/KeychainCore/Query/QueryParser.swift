@@ -88,6 +88,7 @@ public enum QueryParser {
                 case "v_Data":
                     switch value {
                     case .data(let d): query.valueData = SecretBytes(d)
+                    case .secret(let secret): query.valueData = secret
                     case .string(let s): query.valueData = SecretBytes(utf8: s)
                     default: throw .param("kSecValueData must be data")
                     }
@@ -158,6 +159,7 @@ public enum QueryParser {
             if key == "v_Data" {
                 switch value {
                 case .data(let d): update.valueData = SecretBytes(d)
+                case .secret(let secret): update.valueData = secret
                 case .string(let s): update.valueData = SecretBytes(utf8: s)
                 default: throw .param("kSecValueData must be data")
                 }

@@ -553,16 +553,19 @@ extension KeychainFile {
         guard let (classKey, _) = classKey(cls) else { throw lockedError(cls) }
         let uuidBytes = row.uuid
         let generation = row.generation
-        let rawKey = try Sealing.open(
+        var rawKey = try Sealing.open(
             row.wrappedKey, key: classKey,
             aad: itemKeyAAD(header: header, uuid: uuidBytes, cls: cls, generation: generation,
                             primaryIndex: row.primaryIndex))
-        var keyData = rawKey
+        defer { rawKey.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+        var keyData = Data()
+        defer { keyData.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
         if item.accessControl?.needsApplicationPassword == true {
             keyData = try unwrapApplicationLayer(rawKey, item: item, query: query, header: header, uuid: uuidBytes,
                                                  generation: generation)
         }
-        let itemKey = SymmetricKey(data: keyData)
+        // The item key lives on only inside SymmetricKey, which wipes itself; the decrypted copies above are wiped.
+        let itemKey = SymmetricKey(data: keyData.isEmpty ? rawKey : keyData)
         let aad = Self.secretAAD(header: header, uuid: uuidBytes, kind: item.itemClass.rawValue, cls: cls,
                                  generation: generation, binding: row.secretBinding)
         var padded = try Sealing.open(row.secret, key: itemKey, aad: aad)

@@ -391,9 +391,10 @@ public final class KeychainFile: Sendable {
             let wrap: String = try row.required("wrap")
             guard wrap == (KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw") else { throw KeychainError.decode("keybag") }
             let key = wrap == "dev" ? deviceKeys.deviceKEK : kek
-            let raw = try Sealing.open(
+            var raw = try Sealing.open(
                 try row.required("blob"), key: key, aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: try row.required("key_gen"), header: header))
             unwrapped[cls] = SymmetricKey(data: raw)
+            raw.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
         }
         keys.withLock { keys in
             for (cls, key) in unwrapped {
@@ -412,10 +413,11 @@ public final class KeychainFile: Sendable {
             guard let cls = Accessibility(rawValue: try row.required("class")), KeyHierarchy.isDeviceClass(cls) else {
                 throw KeychainError.decode("keybag")
             }
-            let raw = try Sealing.open(
+            var raw = try Sealing.open(
                 try row.required("blob"), key: deviceKeys.deviceKEK,
                 aad: KeyHierarchy.classKeyAAD(cls, keyGeneration: try row.required("key_gen"), header: header))
             let key = SymmetricKey(data: raw)
+            raw.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
             keys.withLock {
                 $0.classKeys[cls] = key
                 $0.metadataKeys[cls] = KeyHierarchy.metadataKey(classKey: key, header: header)
