@@ -370,6 +370,45 @@ struct ProcessHardeningTests {
     }
 }
 
+extension ProcessHardeningTests {
+    /// A non-dumpable process has its /proc files owned by root instead of its own user: the one outside sign of
+    /// PR_SET_DUMPABLE 0. So the command runs as another user (only root can arrange that, with setpriv).
+    @Test("the command is not dumpable while it holds a password (no same-user ptrace or gcore)",
+          .enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func notDumpable() throws {
+        let home = URL(fileURLWithPath: "/tmp/e2e-dump-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        #expect(chown(home.path, 65534, 65534) == 0)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
+            environment[variable] = home.appendingPathComponent(folder).path
+        }
+        var input = try ChildPipe()
+        let child = try ChildProcess.spawn(
+            "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", Tool.binary.path,
+                                            "add-generic-password", "-a", "dump", "-s", "dump", "-w"],
+            environment: environment, stdin: input.childEnd)
+        input.closeChildEnd()
+        // Wait until the command itself runs (after setpriv's exec) and waits for the password.
+        var owner: uid_t?
+        for _ in 0..<300 {
+            usleep(10_000)
+            let status = (try? String(contentsOfFile: "/proc/\(child.pid)/status", encoding: .utf8)) ?? ""
+            guard status.contains("Name:\tsecurity"), status.contains("State:\tS") else { continue }
+            var info = stat()
+            if stat("/proc/\(child.pid)/environ", &info) == 0 { owner = info.st_uid }
+            break
+        }
+        _ = input.send("CANARY-DUMP\n".utf8)
+        input.closeOurEnd()
+        _ = child.wait()
+        // Dumpable, the files would belong to 65534, the process's own user.
+        #expect(owner == 0)
+    }
+}
+
 /// The real pinentry-curses, driven through tmux as a person would type into it.
 @Suite("pinentry-curses through tmux", .serialized,
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
