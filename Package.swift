@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .executable(name: "security", targets: ["SecurityTool"]),
+        .executable(name: "keychaind", targets: ["keychaind"]),
         .executable(name: "git-credential-keychain", targets: ["GitCredentialKeychain"]),
         .executable(name: "docker-credential-keychain", targets: ["DockerCredentialKeychain"]),
     ],
@@ -48,11 +49,28 @@ let package = Package(
         ),
         // A tiny C shim for what Swift cannot call: prctl (variadic). Later also SO_PEERCRED for the daemon.
         .target(name: "CKeychainLinux"),
+        // The daemon protocol: framing, messages, size limits. Values only; no sockets of its own beyond send/recv.
+        .target(
+            name: "KeychainWire",
+            dependencies: ["KeychainCore"],
+            swiftSettings: strictSettings
+        ),
         // What every front end calls: the KeychainService protocol, its embedded implementation, the native API.
         // The front ends below depend on it and on Core only, never on KeychainStorage.
         .target(
             name: "KeychainClient",
-            dependencies: ["KeychainCore", "KeychainStorage", "CKeychainLinux"],
+            dependencies: ["KeychainCore", "KeychainStorage", "KeychainWire", "CKeychainLinux"],
+            swiftSettings: strictSettings
+        ),
+        // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
+        .target(
+            name: "KeychainDaemon",
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainWire", "CKeychainLinux"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "keychaind",
+            dependencies: ["KeychainDaemon", "KeychainClient", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, CF stand-ins. No rules of its own.
@@ -121,6 +139,11 @@ let package = Package(
         .testTarget(
             name: "SecurityCompatTests",
             dependencies: ["Security", "LocalAuthentication", "KeychainCore"]
+        ),
+        .testTarget(
+            name: "KeychainDaemonTests",
+            dependencies: ["KeychainDaemon", "KeychainWire", "KeychainClient", "KeychainCore"],
+            swiftSettings: strictSettings
         ),
         .testTarget(
             name: "KeychainClientTests",

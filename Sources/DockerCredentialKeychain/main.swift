@@ -113,7 +113,13 @@ func readInput() -> String {
 
 /// docker's helper sees every group of the keychain (as docker-credential-osxkeychain sees the file keychain); what
 /// it adds lands in its own group.
-let client = KeychainClient.openDefault(caller: Caller(accessGroups: ["docker-credential-keychain", "*"]))
+let client: KeychainClient = { () -> KeychainClient in
+    do throws(KeychainError) {
+        return try KeychainClient.openDefault(caller: Caller(accessGroups: ["docker-credential-keychain", "*"]))
+    } catch {
+        fail(error.message)
+    }
+}()
 
 func run(_ operation: String) throws(KeychainError) {
     switch operation {

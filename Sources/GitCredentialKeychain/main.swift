@@ -94,7 +94,13 @@ func line(_ key: String, _ value: [UInt8]) -> [UInt8] {
 
 /// git's helper sees every group of the keychain (as git-credential-osxkeychain sees the file keychain); what it
 /// adds lands in its own group.
-let client = KeychainClient.openDefault(caller: Caller(accessGroups: ["git-credential-keychain", "*"]))
+let client: KeychainClient = { () -> KeychainClient in
+    do throws(KeychainError) {
+        return try KeychainClient.openDefault(caller: Caller(accessGroups: ["git-credential-keychain", "*"]))
+    } catch {
+        die(error.message)
+    }
+}()
 
 func run() throws(KeychainError) {
     let request = Request.read(Array(FileHandle.standardInput.readDataToEndOfFile()))

@@ -18,7 +18,7 @@ public struct Keychain: Sendable {
 
     public init(service: String, client: KeychainClient? = nil) throws(KeychainError) {
         self.service = service
-        if let client { self.client = client } else { self.client = KeychainClient.shared() }
+        if let client { self.client = client } else { self.client = try KeychainClient.shared() }
     }
 
     /// A copy that stores new items with `accessibility`.

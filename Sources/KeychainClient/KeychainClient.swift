@@ -42,19 +42,23 @@ public final class KeychainClient: Sendable {
 
     /// The process's client for the default keychain (`login` unless configured), with the application's access
     /// groups (see ``ApplicationIdentity``). Opening happens at the first call, not here.
-    public static func shared() -> KeychainClient {
-        sharedClient.withLock { client in
+    /// The service is chosen by ``KeychainBackend`` (keychaind when it runs, or with `KEYCHAIN_BACKEND=daemon`).
+    public static func shared() throws(KeychainError) -> KeychainClient {
+        try sharedClient.withLock { (client: inout KeychainClient?) throws(KeychainError) -> KeychainClient in
             if let client { return client }
-            let made = KeychainClient(service: EmbeddedKeychainService())
+            let made = KeychainClient(service: try KeychainBackend.service())
             client = made
             return made
         }
     }
 
-    /// A client of the user's default keychain for `caller` (a tool that declares its groups, such as the credential
-    /// helpers). With no keychain at all, the first call creates `login` without a password and says so once.
-    public static func openDefault(caller: Caller, locations: KeychainLocations = .current()) -> KeychainClient {
-        KeychainClient(service: EmbeddedKeychainService(locations: locations, caller: caller))
+    /// A client of the user's default keychain for a tool that declares its groups when embedded (the credential
+    /// helpers); through keychaind the daemon decides. With no keychain at all, the first call creates `login`
+    /// without a password and says so once.
+    public static func openDefault(caller: Caller, locations: KeychainLocations = .current()) throws(KeychainError)
+        -> KeychainClient
+    {
+        KeychainClient(service: try KeychainBackend.service(caller: caller, locations: locations))
     }
 
     // MARK: - Apple's four calls, on dictionaries

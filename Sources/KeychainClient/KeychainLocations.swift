@@ -10,11 +10,32 @@ public struct KeychainLocations: Sendable, Hashable {
     public var keychainDirectory: URL
     public var stateDirectory: URL
     public var configDirectory: URL
+    /// Where keychaind's socket lives: `$XDG_RUNTIME_DIR/keychain` (else `/tmp/keychain-UID`).
+    public var runtimeDirectory: URL
 
-    public init(keychainDirectory: URL, stateDirectory: URL, configDirectory: URL) {
+    public init(keychainDirectory: URL, stateDirectory: URL, configDirectory: URL, runtimeDirectory: URL? = nil) {
         self.keychainDirectory = keychainDirectory
         self.stateDirectory = stateDirectory
         self.configDirectory = configDirectory
+        self.runtimeDirectory = runtimeDirectory
+            ?? URL(fileURLWithPath: "/tmp/keychain-\(getuid())")
+    }
+
+    /// keychaind's socket for these locations. One daemon serves one set of keychain, state and config
+    /// directories: the user's own are `keychaind.sock`; any other set (tests, a second home) gets a socket of its
+    /// own, named by a hash of its directories, so that it never reaches another set's daemon.
+    public var daemonSocket: URL {
+        let home = URL(fileURLWithPath: ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory())
+        let standard = Self(
+            keychainDirectory: home.appendingPathComponent(".local/share/keychains"),
+            stateDirectory: home.appendingPathComponent(".local/state/keychain"),
+            configDirectory: home.appendingPathComponent(".config/keychain"), runtimeDirectory: runtimeDirectory)
+        if self == standard { return runtimeDirectory.appendingPathComponent("keychaind.sock") }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a: stable across processes, unlike Hasher
+        for byte in (keychainDirectory.path + "\0" + stateDirectory.path + "\0" + configDirectory.path).utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        return runtimeDirectory.appendingPathComponent("keychaind-\(String(hash, radix: 16)).sock")
     }
 
     /// The locations for the current user, from the environment.
@@ -24,10 +45,12 @@ public struct KeychainLocations: Sendable, Hashable {
             if let value = environment[variable], value.hasPrefix("/") { return URL(fileURLWithPath: value) }
             return home.appendingPathComponent(fallback)
         }
+        let runtime = environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
         return Self(
             keychainDirectory: base("XDG_DATA_HOME", ".local/share").appendingPathComponent("keychains"),
             stateDirectory: base("XDG_STATE_HOME", ".local/state").appendingPathComponent("keychain"),
-            configDirectory: base("XDG_CONFIG_HOME", ".config").appendingPathComponent("keychain"))
+            configDirectory: base("XDG_CONFIG_HOME", ".config").appendingPathComponent("keychain"),
+            runtimeDirectory: runtime?.appendingPathComponent("keychain"))
     }
 
     /// Resolves a keychain name or path as macOS does (semantics §7, §8.1): a path beginning with `/` is taken as

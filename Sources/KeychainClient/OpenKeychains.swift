@@ -60,6 +60,12 @@ public final class OpenKeychains: Sendable {
         for file in open { file.close() }
     }
 
+    /// Closes one file's handle, if open (see ``KeychainFile/close()``).
+    public func close(_ url: URL) {
+        let file = files.withLock { $0.removeValue(forKey: url.standardizedFileURL.path) }
+        file?.close()
+    }
+
     /// Forgets the handle of a deleted keychain.
     public func forget(_ url: URL) { _ = files.withLock { $0.removeValue(forKey: url.standardizedFileURL.path) } }
 }

@@ -159,8 +159,9 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
             .deviceOwnerAuthenticationWithWristDetection:
             return LAError(.companionNotAvailable)
         case .deviceOwnerAuthentication, .deviceOwnerAuthenticationWithBiometricsOrWatch:
-            let service = KeychainClient.shared().service
-            guard let state = try? service.state(of: service.defaultKeychain()), state.hasPassword else {
+            guard let service = try? KeychainClient.shared().service,
+                let state = try? service.state(of: service.defaultKeychain()), state.hasPassword
+            else {
                 return LAError(.passcodeNotSet)
             }
             return nil
@@ -171,8 +172,9 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
         if let failure = precondition(for: policy) { return failure }
         if engine.isOwnerAuthenticated { return nil }
         if engine.interactionNotAllowed { return LAError(.notInteractive) }
-        guard let prompter = engine.prompter else { return LAError(.notInteractive) }
-        let client = KeychainClient.shared()
+        guard let prompter = engine.prompter, let client = try? KeychainClient.shared() else {
+            return LAError(.notInteractive)
+        }
         var error: String?
         for _ in 0..<5 {
             let request = PasswordRequest(

@@ -151,7 +151,8 @@ enum Legacy {
 
     /// The legacy calls' keychain service: the application's groups, and every group for finds and changes (the
     /// legacy API sees the whole file keychain); adds land in the application's first group.
-    static let service: any KeychainService = EmbeddedKeychainService(caller: caller)
+    static let service: any KeychainService =
+        (try? KeychainBackend.service(caller: caller)) ?? EmbeddedKeychainService(caller: caller)
 
     /// The application's groups, and every group for finds (the legacy API sees the whole file keychain). Asking
     /// never opens, let alone creates, a keychain.

@@ -4,9 +4,22 @@ import KeychainCore
 
 /// Which keychains a command works on, through the keychain service, unlocked on demand.
 final class Session {
-    /// The tool sees every access group (like macOS's tool on the file keychain); what it adds lands in `security`.
-    let service: any KeychainService = EmbeddedKeychainService(
-        caller: Caller(accessGroups: ["security", Caller.wildcardGroup]))
+    private var connected: (any KeychainService)?
+
+    /// The keychain service (``KeychainBackend``: keychaind or in-process), made at first use. Embedded, the tool
+    /// sees every access group (like macOS's tool on the file keychain) and what it adds lands in `security`;
+    /// through keychaind, the daemon decides the same for the installed tool.
+    var service: any KeychainService {
+        if let connected { return connected }
+        do {
+            let made = try KeychainBackend.service(caller: Caller(accessGroups: ["security", Caller.wildcardGroup]))
+            connected = made
+            return made
+        } catch {
+            Terminal.writeError("security: \(error.message)\n")
+            exit(Int32(truncatingIfNeeded: error.status.rawValue) & 0xff)
+        }
+    }
 
     /// A keychain by name or path that exists; nil means the default keychain (the login keychain is created on
     /// first use, with a password asked on the terminal when there is one).
@@ -21,7 +34,7 @@ final class Session {
     }
 
     /// Closes what this command opened, before the process exits.
-    func closeAll() { service.close() }
+    func closeAll() { connected?.close() }
 
     /// The keychains a search visits: the ones named, else the search list (the default keychain if none exists).
     func searchList(_ names: [String]) throws(KeychainError) -> [KeychainReference] {

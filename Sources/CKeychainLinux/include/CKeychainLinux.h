@@ -1,6 +1,8 @@
 #ifndef C_KEYCHAIN_LINUX_H
 #define C_KEYCHAIN_LINUX_H
 
+#include <sys/types.h>
+
 /// Marks the process non-dumpable (PR_SET_DUMPABLE 0): no core file, and other processes of the same user can no
 /// longer ptrace it or read /proc/PID/mem. prctl is variadic, which Swift cannot call, hence this shim.
 /// Returns 0 on success, -1 with errno set otherwise (and on systems without prctl).
@@ -8,5 +10,9 @@ int ckeychain_set_non_dumpable(void);
 
 /// The current PR_GET_DUMPABLE value (1 dumpable, 0 not), or -1 where prctl is not available.
 int ckeychain_get_dumpable(void);
+
+/// The peer of a connected Unix socket, as the kernel recorded it at connect time (SO_PEERCRED; struct ucred needs
+/// _GNU_SOURCE, which Swift's Glibc module does not define). Returns 0 and fills pid, uid, gid; -1 with errno set.
+int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
 #endif

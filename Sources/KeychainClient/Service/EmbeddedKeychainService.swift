@@ -14,6 +14,8 @@ public final class EmbeddedKeychainService: KeychainService {
     private let preferences: KeychainPreferences
     private let configuration: KeychainFile.Configuration
     private let announcedLogin = Mutex(false)
+    /// The files this service has used, which ``close()`` closes (not the other handles of the process).
+    private let used = Mutex<Set<String>>([])
 
     /// - Parameters:
     ///   - caller: the access groups this process may use (default: its ``ApplicationIdentity``).
@@ -64,6 +66,7 @@ public final class EmbeddedKeychainService: KeychainService {
         let file = try KeychainFile.create(at: target, password: password, settings: settings,
                                            configuration: configuration)
         OpenKeychains.shared.adopt(file)
+        used.withLock { _ = $0.insert(file.url.standardizedFileURL.path) }
     }
 
     public func deleteKeychain(_ keychain: KeychainReference) throws(KeychainError) {
@@ -156,14 +159,20 @@ public final class EmbeddedKeychainService: KeychainService {
         try file(orDefault: keychain).authenticateOwner(password, for: context)
     }
 
-    public func close() { OpenKeychains.shared.closeAll() }
+    /// Closes the files this service used (the WAL folded in, the files recorded as checked); a later call opens
+    /// them again. Other services of the process keep theirs.
+    public func close() {
+        for path in used.withLock({ $0 }) { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
+    }
 
     // MARK: - Files
 
     /// The open handle of an existing keychain.
     func file(_ keychain: KeychainReference) throws(KeychainError) -> KeychainFile {
-        try OpenKeychains.shared.file(at: url(keychain), configuration: configuration, createWithPassword: nil,
-                                      create: false)
+        let file = try OpenKeychains.shared.file(at: url(keychain), configuration: configuration, createWithPassword: nil,
+                                                 create: false)
+        used.withLock { _ = $0.insert(file.url.standardizedFileURL.path) }
+        return file
     }
 
     /// The named keychain, or the default one; a missing default `login` keychain is created without a password
@@ -177,6 +186,7 @@ public final class EmbeddedKeychainService: KeychainService {
         }
         let file = try OpenKeychains.shared.file(at: target, configuration: configuration, createWithPassword: nil,
                                                  create: true)
+        used.withLock { _ = $0.insert(file.url.standardizedFileURL.path) }
         let first = announcedLogin.withLock { announced in
             defer { announced = true }
             return !announced

@@ -21,6 +21,13 @@ public struct KeychainError: Error, Hashable, Sendable, CustomStringConvertible 
         self.location = "\(fileID):\(line)"
     }
 
+    /// An error with its full message as another process reported it (the daemon's answer).
+    public init(status: KeychainStatus, message: String, location: String) {
+        self.status = status
+        self.message = message
+        self.location = location
+    }
+
     public static func == (a: Self, b: Self) -> Bool { a.status == b.status }
     public func hash(into hasher: inout Hasher) { hasher.combine(status) }
     public var description: String { "KeychainError(\(status.rawValue)): \(message)" }

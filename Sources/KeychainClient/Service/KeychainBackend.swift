@@ -1,0 +1,62 @@
+import Foundation
+import KeychainCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which keychain service a front end gets: `KEYCHAIN_BACKEND=embedded|daemon|auto` (default auto).
+///
+/// - `embedded`: the files are opened in this process (``EmbeddedKeychainService``).
+/// - `daemon`: keychaind (``RemoteKeychainService``), started on demand when none runs, as gpg starts gpg-agent.
+/// - `auto`: keychaind when one serves these locations, else embedded. (Starting one here would change where every
+///   program's unlock state lives behind its back; `daemon` or a systemd socket unit opts in.)
+public enum KeychainBackend {
+    /// The service for this process. `caller` is what an embedded service uses; the daemon decides for itself.
+    public static func service(caller: Caller? = nil, locations: KeychainLocations = .current(),
+                               environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(KeychainError) -> any KeychainService
+    {
+        switch environment["KEYCHAIN_BACKEND"] ?? "auto" {
+        case "embedded":
+            return EmbeddedKeychainService(locations: locations, caller: caller)
+        case "daemon":
+            if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
+            try startDaemon(environment: environment)
+            for _ in 0..<250 {
+                if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
+                usleep(20_000)
+            }
+            throw KeychainError(.notAvailable, "keychaind did not start (\(locations.daemonSocket.path))")
+        case "auto", "":
+            if let remote = try? RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
+            return EmbeddedKeychainService(locations: locations, caller: caller)
+        case let other:
+            throw KeychainError(.param, "KEYCHAIN_BACKEND must be embedded, daemon or auto, not \(other)")
+        }
+    }
+
+    /// Starts keychaind (beside this executable, else from PATH) in a session of its own, detached from us.
+    static func startDaemon(environment: [String: String]) throws(KeychainError) {
+        let ownDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        var candidates = [ownDirectory.appendingPathComponent("keychaind").path]
+        for directory in (environment["PATH"] ?? "/usr/local/bin:/usr/bin").split(separator: ":") {
+            candidates.append("\(directory)/keychaind")
+        }
+        guard let daemon = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw KeychainError(.notAvailable, "keychaind is not installed (looked beside this program and in PATH)")
+        }
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        defer { if null >= 0 { close(null) } }
+        let detach = FileManager.default.isExecutableFile(atPath: "/usr/bin/setsid")
+        do {
+            // setsid -f forks and returns at once: the daemon is nobody's child here, so it leaves no zombie.
+            let child = try ChildProcess.spawn(
+                detach ? "/usr/bin/setsid" : daemon, arguments: detach ? ["-f", daemon] : [],
+                environment: environment, stdin: null, stdout: null, stderr: null)
+            if detach { _ = child.wait() }
+        } catch {
+            throw KeychainError(.notAvailable, "cannot start keychaind")
+        }
+    }
+}

@@ -1,0 +1,246 @@
+import Foundation
+import KeychainCore
+import KeychainWire
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The keychain service in keychaind, reached over its Unix socket: the daemon holds the unlocked keys (unlock once,
+/// then any process reads until it locks) and decides who is calling from the socket's peer credentials.
+///
+/// One connection per instance; calls are serialised on it.
+public final class RemoteKeychainService: KeychainService {
+    public let socket: URL
+    // SAFETY: the descriptor is only used under `connection`'s lock.
+    private let connection: Mutex<Int32>
+
+    private init(socket: URL, fd: Int32) {
+        self.socket = socket
+        self.connection = Mutex(fd)
+    }
+
+    /// Connects to the daemon at `socket`; nil when none answers there.
+    public static func connect(to socket: URL) throws(KeychainError) -> RemoteKeychainService? {
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw KeychainError(.io, "cannot make a socket (errno \(errno))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = Array(socket.path.utf8)
+        guard path.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            Glibc.close(fd)
+            throw KeychainError(.param, "the daemon's socket path is too long")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in path.enumerated() { raw[i] = b }
+            raw[path.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            Glibc.close(fd)
+            return nil
+        }
+        // The greeting: both sides say which protocol they speak.
+        guard Framing.send(Framing.hello(), on: fd) else {
+            Glibc.close(fd)
+            return nil
+        }
+        let answer: [UInt8]?
+        do { answer = try Framing.receive(on: fd, limit: 4096) } catch {
+            Glibc.close(fd)
+            throw KeychainError(.internalComponent, error.message)
+        }
+        guard let answer else {
+            Glibc.close(fd)
+            return nil
+        }
+        if answer.first == 0 {  // the daemon refused us; its reason follows
+            Glibc.close(fd)
+            throw KeychainError(.internalComponent, String(decoding: answer.dropFirst(), as: UTF8.self))
+        }
+        do { try Framing.checkHello(answer) } catch {
+            Glibc.close(fd)
+            throw KeychainError(.internalComponent, error.message)
+        }
+        return RemoteKeychainService(socket: socket, fd: fd)
+    }
+
+    deinit { connection.withLock { if $0 >= 0 { Glibc.close($0) } } }
+
+    /// Sends one request and waits for its answer; a failure answer is thrown as the daemon's error.
+    private func call(_ request: Request) throws(KeychainError) -> Response {
+        var payload: [UInt8]
+        do { payload = try request.encode() } catch { throw KeychainError(.param, error.message) }
+        defer { payload.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+        let answer: Result<[UInt8], KeychainError> = connection.withLock { fd in
+            guard fd >= 0 else { return .failure(KeychainError(.notAvailable, "the keychain daemon connection is closed")) }
+            guard Framing.send(payload, on: fd) else {
+                return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+            }
+            do {
+                guard let bytes = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
+                    return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+                }
+                return .success(bytes)
+            } catch {
+                return .failure(KeychainError(.notAvailable, "the keychain daemon's answer was unreadable"))
+            }
+        }
+        var bytes = try answer.get()
+        defer { bytes.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+        let response: Response
+        do { response = try Response.decode(bytes) } catch { throw KeychainError(.internalComponent, error.message) }
+        if case .failure(let error) = response { throw error }
+        return response
+    }
+
+    private func unexpected() -> KeychainError { KeychainError(.internalComponent, "an unexpected answer from keychaind") }
+
+    private func reference(_ request: Request) -> KeychainReference? {
+        guard case .reference(let r) = try? call(request) else { return nil }
+        return r
+    }
+
+    // MARK: - KeychainService
+
+    public func resolve(_ nameOrPath: String) -> KeychainReference {
+        reference(.resolve(nameOrPath)) ?? KeychainReference(path: nameOrPath)
+    }
+
+    public func defaultKeychain() -> KeychainReference {
+        reference(.defaultKeychain) ?? KeychainReference(path: "/nonexistent/default.keychain-db")
+    }
+
+    public func loginKeychain() -> KeychainReference {
+        reference(.loginKeychain) ?? KeychainReference(path: "/nonexistent/login.keychain-db")
+    }
+
+    public func searchList() -> [KeychainReference] {
+        guard case .references(let list) = try? call(.searchList) else { return [] }
+        return list
+    }
+
+    public func setDefaultKeychain(_ keychain: KeychainReference?) throws(KeychainError) {
+        _ = try call(.setDefaultKeychain(keychain))
+    }
+
+    public func setLoginKeychain(_ keychain: KeychainReference?) throws(KeychainError) {
+        _ = try call(.setLoginKeychain(keychain))
+    }
+
+    public func setSearchList(_ keychains: [KeychainReference]) throws(KeychainError) {
+        _ = try call(.setSearchList(keychains))
+    }
+
+    public func state(of keychain: KeychainReference) throws(KeychainError) -> KeychainState {
+        guard case .state(let s) = try call(.state(keychain)) else { throw unexpected() }
+        return s
+    }
+
+    public func createKeychain(_ keychain: KeychainReference, password: SecretBytes?, settings: KeychainSettings)
+        throws(KeychainError)
+    {
+        _ = try call(.createKeychain(keychain, password: password, settings: settings))
+    }
+
+    public func deleteKeychain(_ keychain: KeychainReference) throws(KeychainError) {
+        _ = try call(.deleteKeychain(keychain))
+    }
+
+    public func lock(_ keychain: KeychainReference) throws(KeychainError) { _ = try call(.lock(keychain)) }
+
+    public func lockAll() { _ = try? call(.lockAll) }
+
+    public func unlock(_ keychain: KeychainReference, password: SecretBytes?) throws(KeychainError) {
+        _ = try call(.unlock(keychain, password: password))
+    }
+
+    public func settings(of keychain: KeychainReference) throws(KeychainError) -> KeychainSettings {
+        guard case .settings(let s) = try call(.settings(keychain)) else { throw unexpected() }
+        return s
+    }
+
+    public func setSettings(_ settings: KeychainSettings, of keychain: KeychainReference) throws(KeychainError) {
+        _ = try call(.setSettings(settings, keychain))
+    }
+
+    @discardableResult
+    public func changePassword(of keychain: KeychainReference, old: SecretBytes?, new: SecretBytes?)
+        throws(KeychainError) -> Int
+    {
+        guard case .count(let n) = try call(.changePassword(keychain, old: old, new: new)) else { throw unexpected() }
+        return n
+    }
+
+    @discardableResult
+    public func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError)
+        -> FoundItem
+    {
+        guard case .found(let f) = try call(.add(attributes, keychain)) else { throw unexpected() }
+        return f
+    }
+
+    public func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+        -> [FoundItem]
+    {
+        guard case .items(let list) = try call(.search(query, keychain)) else { throw unexpected() }
+        return list
+    }
+
+    @discardableResult
+    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
+                       in keychain: KeychainReference?) throws(KeychainError) -> Int
+    {
+        guard case .count(let n) = try call(.update(query, attributes, keychain)) else { throw unexpected() }
+        return n
+    }
+
+    @discardableResult
+    public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int {
+        guard case .count(let n) = try call(.delete(query, keychain)) else { throw unexpected() }
+        return n
+    }
+
+    public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
+                       in keychain: KeychainReference?) throws(KeychainError)
+    {
+        _ = try call(.upsert(query, secret: secret, attributes, keychain))
+    }
+
+    @discardableResult
+    public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
+                           in keychain: KeychainReference?) throws(KeychainError) -> Int
+    {
+        guard case .count(let n) = try call(.replaceAll(matching, attributes, keychain)) else { throw unexpected() }
+        return n
+    }
+
+    public func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError)
+        -> [FoundItem]
+    {
+        guard case .items(let list) = try call(.allItems(keychain, includingSecrets: includingSecrets)) else {
+            throw unexpected()
+        }
+        return list
+    }
+
+    /// An authentication context lives in this process and cannot cross to the daemon yet (a context held by the
+    /// daemon behind an id comes next): LAContext's device-owner checks need the embedded service for now.
+    public func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext,
+                                  in keychain: KeychainReference?) throws(KeychainError) -> Bool
+    {
+        throw KeychainError(.unimplemented, "authentication contexts through keychaind are not supported yet")
+    }
+
+    public func close() {
+        connection.withLock { fd in
+            if fd >= 0 { Glibc.close(fd) }
+            fd = -1
+        }
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+
+/// Decides what a peer may use, from its executable alone.
+///
+/// - The keychain's own tools (`security`, `git-credential-keychain`, `docker-credential-keychain`) installed in
+///   keychaind's own directory see every group, as macOS's tools see the file keychain.
+/// - Any other program gets its application identity as the embedded mode computes it, but from its executable's
+///   directory only (`Info.plist`, `<name>.entitlements`): its environment is not consulted, so a program cannot
+///   name itself another application.
+/// - Interpreters (python3, bash, node, …) are weak identities: every script run by one is that interpreter.
+public struct CallerPolicy: Sendable {
+    public let toolDirectory: String
+    static let tools: [String: String] = [
+        "security": "security", "git-credential-keychain": "git-credential-keychain",
+        "docker-credential-keychain": "docker-credential-keychain",
+    ]
+
+    public init(toolDirectory: String) { self.toolDirectory = toolDirectory }
+
+    public func caller(for peer: PeerIdentity) -> Caller? {
+        guard let executable = peer.executable else { return nil }
+        let url = URL(fileURLWithPath: executable)
+        let name = url.lastPathComponent
+        if let group = Self.tools[name], url.deletingLastPathComponent().path == toolDirectory {
+            return Caller(accessGroups: [group, Caller.wildcardGroup])
+        }
+        let identity = ApplicationIdentity.current(executable: url, environment: [:])
+        return Caller(accessGroups: identity.accessGroups)
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainWire
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// keychaind's listening side: one per user and set of keychain directories. Each connection is served on a thread
+/// of its own (a slow or stuck client holds only its own thread); every connection of the daemon shares one set of
+/// open keychains, so a keychain unlocked by one client is unlocked for all until it locks.
+public final class KeychainDaemonServer: Sendable {
+    public let locations: KeychainLocations
+    public let socket: URL
+    private let policy: CallerPolicy
+    // SAFETY: set once in init, closed once by stop().
+    private let listening: Mutex<Int32>
+    private let lockFD: Int32
+
+    /// Takes the single-instance lock and binds the socket (directory 0700, socket 0600).
+    ///
+    /// - Throws: ``StartError/alreadyRunning`` when another keychaind serves these locations.
+    public init(locations: KeychainLocations, policy: CallerPolicy) throws(StartError) {
+        self.locations = locations
+        self.policy = policy
+        self.socket = locations.daemonSocket
+        let directory = socket.deletingLastPathComponent()
+        try Self.makePrivateDirectory(directory)
+        let lock = open(socket.path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard lock >= 0 else { throw .failed("cannot open \(socket.path).lock (errno \(errno))") }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            close(lock)
+            throw .alreadyRunning(socket.path)
+        }
+        lockFD = lock
+        // The lock file names the daemon's pid (for `kill $(cat …)`, and for tests).
+        _ = ftruncate(lock, 0)
+        let pid = Array("\(getpid())\n".utf8)
+        _ = pid.withUnsafeBytes { pwrite(lock, $0.baseAddress, $0.count, 0) }
+        unlink(socket.path)  // a socket left by a daemon that died; we hold the lock, so it is not in use
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .failed("cannot make a socket (errno \(errno))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = Array(socket.path.utf8)
+        guard path.count < MemoryLayout.size(ofValue: address.sun_path) else { throw .failed("socket path too long") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in path.enumerated() { raw[i] = b }
+            raw[path.count] = 0
+        }
+        let previous = umask(0o177)  // the socket is created 0600
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        umask(previous)
+        guard bound == 0, listen(fd, 64) == 0 else { throw .failed("cannot listen on \(socket.path) (errno \(errno))") }
+        listening = Mutex(fd)
+    }
+
+    public enum StartError: Error, Sendable {
+        case alreadyRunning(String)
+        case failed(String)
+    }
+
+    /// The descriptor a signal handler may shut down to end ``run()``.
+    public var listeningDescriptor: Int32 { listening.withLock { $0 } }
+
+    /// Accepts connections until ``stop()`` (or a shutdown of the listening socket), then closes every keychain
+    /// (in-flight calls finish first; the WAL is folded back) and removes the socket.
+    public func run() {
+        let fd = listeningDescriptor
+        while true {
+            let client = accept(fd, nil, nil)
+            if client < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                break
+            }
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            let thread = Thread { [self] in serve(client) }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+        OpenKeychains.shared.closeAll()
+        unlink(socket.path)
+    }
+
+    public func stop() { _ = shutdown(listeningDescriptor, Int32(SHUT_RDWR)) }
+
+    private func serve(_ fd: Int32) {
+        defer { close(fd) }
+        guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
+        guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
+        guard let caller = policy.caller(for: peer) else { return refuse(fd, "cannot identify the caller's program") }
+        do {
+            guard let hello = try Framing.receive(on: fd, limit: 64) else { return }
+            try Framing.checkHello(hello)
+        } catch {
+            return refuse(fd, error.message)
+        }
+        guard Framing.send(Framing.hello(), on: fd) else { return }
+        let service = EmbeddedKeychainService(locations: locations, caller: caller)
+        while true {
+            var frame: [UInt8]
+            do {
+                guard let received = try Framing.receive(on: fd, limit: WireLimits.maximumRequest) else { return }
+                frame = received
+            } catch {
+                return  // an oversized or torn frame ends this connection only
+            }
+            let response: Response
+            do {
+                response = RequestDispatcher.handle(try Request.decode(frame), service: service)
+            } catch {
+                response = .failure(KeychainError(.param, error.message))
+            }
+            frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
+            var answer = response.encode()
+            let sent = Framing.send(answer, on: fd)
+            answer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
+            if !sent { return }
+        }
+    }
+
+    private func refuse(_ fd: Int32, _ reason: String) {
+        _ = Framing.send([0] + Array(reason.utf8), on: fd)
+    }
+
+    private static func makePrivateDirectory(_ url: URL) throws(StartError) {
+        if !FileManager.default.fileExists(atPath: url.path) {
+            do {
+                try FileManager.default.createDirectory(
+                    at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw .failed("cannot create \(url.path)")
+            }
+        }
+        var info = stat()
+        guard lstat(url.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == geteuid(),
+            info.st_mode & 0o077 == 0
+        else { throw .failed("\(url.path) must be a directory of this user with mode 0700") }
+    }
+}

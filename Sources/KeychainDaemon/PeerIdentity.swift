@@ -1,0 +1,49 @@
+import CKeychainLinux
+import Foundation
+import KeychainCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who is at the other end of a connection, as the kernel says: never what the client says about itself.
+public struct PeerIdentity: Sendable, Hashable {
+    public var pid: pid_t
+    public var uid: uid_t
+    /// The canonical path of the peer's executable (`/proc/PID/exe`), nil when it cannot be read.
+    public var executable: String?
+
+    public init(pid: pid_t, uid: uid_t, executable: String?) {
+        self.pid = pid
+        self.uid = uid
+        self.executable = executable
+    }
+
+    /// The peer of a connected socket: SO_PEERCRED, then `/proc/PID/exe`, read twice around the credentials
+    /// check so that a process that exited (and whose pid was reused) in between is not mistaken for another.
+    public static func of(socket fd: Int32) -> PeerIdentity? {
+        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0 else { return nil }
+        let first = executable(of: pid)
+        let start = startTime(of: pid)
+        let second = executable(of: pid)
+        guard first == second, start != nil, start == startTime(of: pid) else { return nil }
+        return PeerIdentity(pid: pid, uid: uid, executable: first)
+    }
+
+    static func executable(of pid: pid_t) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Field 22 of /proc/PID/stat: when the process started (in clock ticks since boot).
+    static func startTime(of pid: pid_t) -> UInt64? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? UInt64(fields[19]) : nil
+    }
+}

@@ -1,0 +1,65 @@
+import KeychainCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Length-prefixed frames over a stream socket: a 4-byte big-endian length, then the payload. A frame longer than
+/// the receiver's limit is refused before anything is allocated for it.
+public enum Framing {
+    /// The greeting each side sends first: "KCW" and the protocol version.
+    public static func hello() -> [UInt8] { Array("KCW".utf8) + [UInt8(keychainProtocolVersion)] }
+
+    public static func checkHello(_ bytes: [UInt8]) throws(WireError) {
+        guard bytes.count == 4, Array(bytes.prefix(3)) == Array("KCW".utf8) else { throw .malformed("greeting") }
+        guard Int(bytes[3]) == keychainProtocolVersion else {
+            throw .versionMismatch(client: keychainProtocolVersion, daemon: Int(bytes[3]))
+        }
+    }
+
+    /// Writes one frame; false when the peer has gone.
+    public static func send(_ payload: [UInt8], on fd: Int32) -> Bool {
+        var header = withUnsafeBytes(of: UInt32(payload.count).bigEndian) { Array($0) }
+        defer { header.removeAll() }
+        return writeAll(header, fd) && writeAll(payload, fd)
+    }
+
+    /// Reads one frame of at most `limit` bytes; nil at a clean end of stream.
+    public static func receive(on fd: Int32, limit: Int) throws(WireError) -> [UInt8]? {
+        guard let header = try readExactly(4, fd, allowEnd: true) else { return nil }
+        let length = header.reduce(0) { Int($0) << 8 | Int($1) }
+        guard length <= limit else { throw .tooLarge(length) }
+        return try readExactly(length, fd, allowEnd: false) ?? []
+    }
+
+    private static func writeAll(_ bytes: [UInt8], _ fd: Int32) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += n
+        }
+        return true
+    }
+
+    private static func readExactly(_ count: Int, _ fd: Int32, allowEnd: Bool) throws(WireError) -> [UInt8]? {
+        var out = [UInt8](repeating: 0, count: count)
+        var offset = 0
+        while offset < count {
+            let n = out[offset...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .truncated
+            }
+            if n == 0 {
+                if allowEnd && offset == 0 { return nil }
+                throw .truncated
+            }
+            offset += n
+        }
+        return out
+    }
+}

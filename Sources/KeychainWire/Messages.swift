@@ -1,0 +1,173 @@
+import KeychainCore
+
+/// The protocol version. A client and a daemon of different versions refuse each other with a clear error.
+public let keychainProtocolVersion = 1
+
+/// Hard limits: a request carries at most one secret (4 MiB) and its dictionaries; answers may list many items.
+public enum WireLimits {
+    public static let maximumRequest = 8 << 20
+    public static let maximumResponse = 128 << 20
+}
+
+/// One call of ``KeychainService``, as the client sends it.
+public enum Request: Sendable {
+    case resolve(String)
+    case defaultKeychain, loginKeychain, searchList
+    case setDefaultKeychain(KeychainReference?)
+    case setLoginKeychain(KeychainReference?)
+    case setSearchList([KeychainReference])
+    case state(KeychainReference)
+    case createKeychain(KeychainReference, password: SecretBytes?, settings: KeychainSettings)
+    case deleteKeychain(KeychainReference)
+    case lock(KeychainReference)
+    case lockAll
+    case unlock(KeychainReference, password: SecretBytes?)
+    case settings(KeychainReference)
+    case setSettings(KeychainSettings, KeychainReference)
+    case changePassword(KeychainReference, old: SecretBytes?, new: SecretBytes?)
+    case add([String: QueryValue], KeychainReference?)
+    case search([String: QueryValue], KeychainReference?)
+    case update([String: QueryValue], [String: QueryValue], KeychainReference?)
+    case delete([String: QueryValue], KeychainReference?)
+    case upsert([String: QueryValue], secret: SecretBytes, [String: QueryValue], KeychainReference?)
+    case replaceAll([String: QueryValue], [String: QueryValue], KeychainReference?)
+    case allItems(KeychainReference, includingSecrets: Bool)
+
+    public func encode() throws(WireError) -> [UInt8] {
+        var w = WireWriter()
+        switch self {
+        case .resolve(let name): w.byte(1); w.string(name)
+        case .defaultKeychain: w.byte(2)
+        case .loginKeychain: w.byte(3)
+        case .searchList: w.byte(4)
+        case .setDefaultKeychain(let r): w.byte(5); w.optionalReference(r)
+        case .setLoginKeychain(let r): w.byte(6); w.optionalReference(r)
+        case .setSearchList(let list):
+            w.byte(7)
+            w.int(Int64(list.count))
+            for r in list { w.reference(r) }
+        case .state(let r): w.byte(8); w.reference(r)
+        case .createKeychain(let r, let password, let settings):
+            w.byte(9); w.reference(r); w.optionalSecret(password); w.settings(settings)
+        case .deleteKeychain(let r): w.byte(10); w.reference(r)
+        case .lock(let r): w.byte(11); w.reference(r)
+        case .lockAll: w.byte(12)
+        case .unlock(let r, let password): w.byte(13); w.reference(r); w.optionalSecret(password)
+        case .settings(let r): w.byte(14); w.reference(r)
+        case .setSettings(let s, let r): w.byte(15); w.settings(s); w.reference(r)
+        case .changePassword(let r, let old, let new):
+            w.byte(16); w.reference(r); w.optionalSecret(old); w.optionalSecret(new)
+        case .add(let d, let r): w.byte(17); try w.dictionary(d); w.optionalReference(r)
+        case .search(let d, let r): w.byte(18); try w.dictionary(d); w.optionalReference(r)
+        case .update(let q, let a, let r): w.byte(19); try w.dictionary(q); try w.dictionary(a); w.optionalReference(r)
+        case .delete(let d, let r): w.byte(20); try w.dictionary(d); w.optionalReference(r)
+        case .upsert(let q, let secret, let a, let r):
+            w.byte(21); try w.dictionary(q); w.secret(secret); try w.dictionary(a); w.optionalReference(r)
+        case .replaceAll(let m, let a, let r): w.byte(22); try w.dictionary(m); try w.dictionary(a); w.optionalReference(r)
+        case .allItems(let r, let secrets): w.byte(23); w.reference(r); w.bool(secrets)
+        }
+        return w.finish()
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> Request {
+        var r = WireReader(bytes)
+        let request: Request
+        switch try r.byte() {
+        case 1: request = .resolve(try r.string())
+        case 2: request = .defaultKeychain
+        case 3: request = .loginKeychain
+        case 4: request = .searchList
+        case 5: request = .setDefaultKeychain(try r.optionalReference())
+        case 6: request = .setLoginKeychain(try r.optionalReference())
+        case 7:
+            let n = try r.elementCount()
+            var list: [KeychainReference] = []
+            for _ in 0..<n { list.append(try r.reference()) }
+            request = .setSearchList(list)
+        case 8: request = .state(try r.reference())
+        case 9: request = .createKeychain(try r.reference(), password: try r.optionalSecret(), settings: try r.settings())
+        case 10: request = .deleteKeychain(try r.reference())
+        case 11: request = .lock(try r.reference())
+        case 12: request = .lockAll
+        case 13: request = .unlock(try r.reference(), password: try r.optionalSecret())
+        case 14: request = .settings(try r.reference())
+        case 15: request = .setSettings(try r.settings(), try r.reference())
+        case 16: request = .changePassword(try r.reference(), old: try r.optionalSecret(), new: try r.optionalSecret())
+        case 17: request = .add(try r.dictionary(), try r.optionalReference())
+        case 18: request = .search(try r.dictionary(), try r.optionalReference())
+        case 19: request = .update(try r.dictionary(), try r.dictionary(), try r.optionalReference())
+        case 20: request = .delete(try r.dictionary(), try r.optionalReference())
+        case 21: request = .upsert(try r.dictionary(), secret: try r.secret(), try r.dictionary(), try r.optionalReference())
+        case 22: request = .replaceAll(try r.dictionary(), try r.dictionary(), try r.optionalReference())
+        case 23: request = .allItems(try r.reference(), includingSecrets: try r.bool())
+        default: throw .malformed("request")
+        }
+        guard r.atEnd else { throw .malformed("request (trailing bytes)") }
+        return request
+    }
+}
+
+/// The daemon's answer to one request.
+public enum Response: Sendable {
+    case done
+    case reference(KeychainReference)
+    case references([KeychainReference])
+    case state(KeychainState)
+    case settings(KeychainSettings)
+    case count(Int)
+    case found(FoundItem)
+    case items([FoundItem])
+    case failure(KeychainError)
+
+    public func encode() -> [UInt8] {
+        var w = WireWriter()
+        switch self {
+        case .done: w.byte(1)
+        case .reference(let r): w.byte(2); w.reference(r)
+        case .references(let list):
+            w.byte(3)
+            w.int(Int64(list.count))
+            for r in list { w.reference(r) }
+        case .state(let s): w.byte(4); w.bool(s.exists); w.bool(s.isLocked); w.bool(s.hasPassword)
+        case .settings(let s): w.byte(5); w.settings(s)
+        case .count(let n): w.byte(6); w.int(Int64(n))
+        case .found(let f): w.byte(7); w.found(f)
+        case .items(let list):
+            w.byte(8)
+            w.int(Int64(list.count))
+            for f in list { w.found(f) }
+        case .failure(let e): w.byte(9); w.error(e)
+        }
+        return w.finish()
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> Response {
+        var r = WireReader(bytes)
+        let response: Response
+        switch try r.byte() {
+        case 1: response = .done
+        case 2: response = .reference(try r.reference())
+        case 3:
+            let n = try r.elementCount()
+            var list: [KeychainReference] = []
+            for _ in 0..<n { list.append(try r.reference()) }
+            response = .references(list)
+        case 4: response = .state(KeychainState(exists: try r.bool(), isLocked: try r.bool(), hasPassword: try r.bool()))
+        case 5: response = .settings(try r.settings())
+        case 6:
+            let n = try r.int()
+            guard let count = Int(exactly: n), count >= 0 else { throw .malformed("count") }
+            response = .count(count)
+        case 7: response = .found(try r.found())
+        case 8:
+            let n = try r.elementCount()
+            var list: [FoundItem] = []
+            for _ in 0..<n { list.append(try r.found()) }
+            response = .items(list)
+        case 9: response = .failure(try r.error())
+        default: throw .malformed("response")
+        }
+        guard r.atEnd else { throw .malformed("response (trailing bytes)") }
+        return response
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import KeychainCore
+
+// The domain values as they travel between a client and keychaind.
+
+extension WireWriter {
+    public mutating func reference(_ r: KeychainReference) { string(r.path) }
+
+    public mutating func optionalReference(_ r: KeychainReference?) {
+        bool(r != nil)
+        if let r { reference(r) }
+    }
+
+    public mutating func settings(_ s: KeychainSettings) {
+        int(Int64(s.lockInterval ?? -1))
+        bool(s.lockOnSleep)
+    }
+
+    public mutating func attribute(_ value: AttributeValue) {
+        switch value {
+        case .string(let s): byte(1); string(s)
+        case .data(let d): byte(2); blob(d)
+        case .number(let n): byte(3); int(n)
+        case .date(let t): byte(4); int(Int64(bitPattern: t.bitPattern))
+        }
+    }
+
+    public mutating func accessControl(_ ac: AccessControl) {
+        string(ac.protection.rawValue)
+        int(Int64(bitPattern: ac.flags.rawValue))
+        blob(Array(ac.boundEnrolment ?? Data()))
+    }
+
+    /// A query or attribute dictionary. An authentication context (an object of this process) cannot travel.
+    public mutating func dictionary(_ d: [String: QueryValue]) throws(WireError) {
+        int(Int64(d.count))
+        for (key, value) in d.sorted(by: { $0.key < $1.key }) {
+            string(key)
+            try queryValue(value)
+        }
+    }
+
+    public mutating func queryValue(_ value: QueryValue) throws(WireError) {
+        switch value {
+        case .string(let s): byte(1); string(s)
+        case .data(let d): byte(2); blob(d)
+        case .secret(let s): byte(3); secret(s)
+        case .int(let n): byte(4); int(n)
+        case .double(let x): byte(5); int(Int64(bitPattern: x.bitPattern))
+        case .bool(let b): byte(6); bool(b)
+        case .date(let t): byte(7); int(Int64(bitPattern: t.timeIntervalSinceReferenceDate.bitPattern))
+        case .uuid(let u): byte(8); string(u.uuidString)
+        case .null: byte(9)
+        case .accessControl(let ac): byte(10); accessControl(ac)
+        case .array(let values):
+            byte(11)
+            int(Int64(values.count))
+            for v in values { try queryValue(v) }
+        case .unsupported(let name): byte(12); string(name)
+        case .authenticationContext: throw .unsupported("an authentication context (LAContext)")
+        }
+    }
+
+    public mutating func item(_ item: Item) {
+        string(item.itemClass.rawValue)
+        string(item.uuid.uuidString)
+        bool(item.accessControl != nil)
+        if let ac = item.accessControl { accessControl(ac) }
+        int(Int64(item.attributes.count))
+        for (code, value) in item.attributes.sorted(by: { $0.key < $1.key }) {
+            string(code)
+            attribute(value)
+        }
+    }
+
+    public mutating func found(_ f: FoundItem) {
+        item(f.item)
+        optionalSecret(f.secret)
+    }
+
+    public mutating func error(_ e: KeychainError) {
+        int(Int64(e.status.rawValue))
+        string(e.message)
+    }
+}
+
+extension WireReader {
+    public mutating func reference() throws(WireError) -> KeychainReference {
+        let path = try string()
+        guard path.hasPrefix("/"), !path.utf8.contains(0) else { throw .malformed("keychain path") }
+        return KeychainReference(path: path)
+    }
+
+    public mutating func optionalReference() throws(WireError) -> KeychainReference? {
+        try bool() ? try reference() : nil
+    }
+
+    public mutating func settings() throws(WireError) -> KeychainSettings {
+        let interval = try int()
+        guard interval >= -1, interval <= Int64(Int32.max) else { throw .malformed("lock interval") }
+        return KeychainSettings(lockInterval: interval < 0 ? nil : Int(interval), lockOnSleep: try bool())
+    }
+
+    public mutating func attribute() throws(WireError) -> AttributeValue {
+        switch try byte() {
+        case 1: return .string(try string())
+        case 2: return .data(Data(try blob()))
+        case 3: return .number(try int())
+        case 4: return .date(Double(bitPattern: UInt64(bitPattern: try int())))
+        default: throw .malformed("attribute value")
+        }
+    }
+
+    public mutating func accessControl() throws(WireError) -> AccessControl {
+        guard let protection = Accessibility(rawValue: try string()) else { throw .malformed("accessibility") }
+        let flags = AccessControl.Flags(rawValue: UInt64(bitPattern: try int()))
+        let bound = try blob()
+        do {
+            var ac = try AccessControl(protection: protection, flags: flags)
+            if !bound.isEmpty { ac.boundEnrolment = Data(bound) }
+            return ac
+        } catch {
+            throw .malformed("access control")
+        }
+    }
+
+    public mutating func dictionary() throws(WireError) -> [String: QueryValue] {
+        let n = try elementCount()
+        var out: [String: QueryValue] = [:]
+        for _ in 0..<n {
+            let key = try string()
+            out[key] = try queryValue(depth: 0)
+        }
+        return out
+    }
+
+    public mutating func queryValue(depth: Int) throws(WireError) -> QueryValue {
+        guard depth < 8 else { throw .malformed("nesting") }
+        switch try byte() {
+        case 1: return .string(try string())
+        case 2: return .data(Data(try blob()))
+        case 3: return .secret(try secret())
+        case 4: return .int(try int())
+        case 5: return .double(Double(bitPattern: UInt64(bitPattern: try int())))
+        case 6: return .bool(try bool())
+        case 7: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: UInt64(bitPattern: try int()))))
+        case 8:
+            guard let u = UUID(uuidString: try string()) else { throw .malformed("UUID") }
+            return .uuid(u)
+        case 9: return .null
+        case 10: return .accessControl(try accessControl())
+        case 11:
+            let n = try elementCount()
+            var values: [QueryValue] = []
+            for _ in 0..<n { values.append(try queryValue(depth: depth + 1)) }
+            return .array(values)
+        case 12: return .unsupported(try string())
+        default: throw .malformed("query value")
+        }
+    }
+
+    public mutating func item() throws(WireError) -> Item {
+        guard let itemClass = ItemClass(rawValue: try string()) else { throw .malformed("item class") }
+        guard let uuid = UUID(uuidString: try string()) else { throw .malformed("UUID") }
+        let accessControl = try bool() ? try self.accessControl() : nil
+        let n = try elementCount()
+        var attributes: [String: AttributeValue] = [:]
+        for _ in 0..<n {
+            let code = try string()
+            attributes[code] = try attribute()
+        }
+        return Item(itemClass: itemClass, attributes: attributes, accessControl: accessControl, uuid: uuid)
+    }
+
+    public mutating func found() throws(WireError) -> FoundItem {
+        FoundItem(item: try item(), secret: try optionalSecret())
+    }
+
+    public mutating func error() throws(WireError) -> KeychainError {
+        let raw = try int()
+        guard let status = Int32(exactly: raw) else { throw .malformed("status") }
+        return KeychainError(status: KeychainStatus(status), message: try string(), location: "keychaind")
+    }
+}

@@ -1,0 +1,50 @@
+import CKeychainLinux
+import Foundation
+import KeychainClient
+import KeychainDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// keychaind: the per-user keychain service. It holds the unlocked keys (unlock once, then every client reads
+// until the keychain locks), identifies each client by its socket's peer credentials, and serves the socket
+// $XDG_RUNTIME_DIR/keychain/keychaind.sock (a socket of its own for another set of XDG directories).
+//   keychaind [--foreground]      (clients with KEYCHAIN_BACKEND=daemon also start it on demand)
+
+// Before anything holds a secret: no core file, no same-user ptrace or /proc/PID/mem.
+var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+_ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+_ = ckeychain_set_non_dumpable()
+
+let arguments = CommandLine.arguments.dropFirst()
+if arguments.contains("--help") || arguments.contains("-h") {
+    print("usage: keychaind [--foreground]\n  serves \(KeychainLocations.current().daemonSocket.path)")
+    exit(0)
+}
+if let unknown = arguments.first(where: { $0 != "--foreground" }) {
+    FileHandle.standardError.write(Data("keychaind: unknown option \(unknown)\n".utf8))
+    exit(2)
+}
+
+let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+let server: KeychainDaemonServer
+do {
+    server = try KeychainDaemonServer(
+        locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path))
+} catch .alreadyRunning(let socket) {
+    FileHandle.standardError.write(Data("keychaind: already running on \(socket)\n".utf8))
+    exit(0)
+} catch .failed(let reason) {
+    FileHandle.standardError.write(Data("keychaind: \(reason)\n".utf8))
+    exit(1)
+}
+
+// SIGTERM and SIGINT end the accept loop; run() then closes every keychain (in-flight calls finish first).
+nonisolated(unsafe) var listeningSocket: Int32 = server.listeningDescriptor
+signal(SIGPIPE, SIG_IGN)
+signal(SIGTERM) { _ in _ = shutdown(listeningSocket, Int32(SHUT_RDWR)) }
+signal(SIGINT) { _ in _ = shutdown(listeningSocket, Int32(SHUT_RDWR)) }
+FileHandle.standardError.write(Data("keychaind: serving \(server.socket.path)\n".utf8))
+server.run()
+exit(0)

@@ -1,0 +1,152 @@
+import Foundation
+import KeychainClient
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// keychaind, end to end: the built tools with KEYCHAIN_BACKEND=daemon in a private home and runtime directory.
+@Suite("keychaind, end to end")
+struct DaemonTests {
+    /// A tool environment that goes through the daemon (started on demand by the first command).
+    struct DaemonHome {
+        let tool = Tool()
+        var environment: [String: String] {
+            var environment = tool.environment
+            environment["KEYCHAIN_BACKEND"] = "daemon"
+            environment["XDG_RUNTIME_DIR"] = tool.home.appendingPathComponent("run").path
+            return environment
+        }
+
+        init() throws {
+            try FileManager.default.createDirectory(
+                at: tool.home.appendingPathComponent("run"), withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        }
+
+        @discardableResult
+        func run(_ program: String = "security", _ arguments: String..., stdin: String = "",
+                 backend: String = "daemon") throws -> Tool.Result {
+            var environment = self.environment
+            environment["KEYCHAIN_BACKEND"] = backend
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: environment,
+                                              input: Data(stdin.utf8))
+            let status: Int32 = switch output.termination {
+            case .exited(let code): code
+            case .signalled(let signal): 128 + signal
+            }
+            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+
+        /// The daemon's pid, from its lock file.
+        var daemonPID: pid_t? {
+            let directory = tool.home.appendingPathComponent("run/keychain")
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            guard let lock = names.first(where: { $0.hasSuffix(".sock.lock") }),
+                let text = try? String(contentsOf: directory.appendingPathComponent(lock), encoding: .utf8)
+            else { return nil }
+            return pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+
+        var socketExists: Bool {
+            let directory = tool.home.appendingPathComponent("run/keychain")
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            return names.contains { $0.hasSuffix(".sock") }
+        }
+
+        /// Stops the daemon (SIGTERM) and waits for it to remove its socket.
+        func stopDaemon() {
+            guard let pid = daemonPID else { return }
+            kill(pid, SIGTERM)
+            for _ in 0..<200 where socketExists { usleep(10_000) }
+        }
+
+        func cleanUp() {
+            stopDaemon()
+            try? FileManager.default.removeItem(at: tool.home)
+        }
+    }
+
+    @Test("a keychain with a password is unlocked once; then new processes read and write it until it locks")
+    func unlockOnce() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)
+        #expect(home.daemonPID != nil)  // started on demand
+        #expect(try home.run("security", "lock-keychain", "work").status == 0)
+        #expect(try home.run("security", "unlock-keychain", "-p", "pw", "work").status == 0)
+        // The case that failed with exit 36 before the daemon: each command was a new process with a locked file.
+        #expect(try home.run("security", "add-generic-password", "-a", "a", "-s", "s", "-w", "sekrit", "work").status == 0)
+        #expect(try home.run("security", "find-generic-password", "-a", "a", "-s", "s", "-w", "work").stdout == "sekrit\n")
+        // git's helper, in processes of its own, through the same unlocked keychain.
+        #expect(try home.run("security", "default-keychain", "-s", "work").status == 0)
+        #expect(try home.run("git-credential-keychain", "store",
+                             stdin: "protocol=https\nhost=git.example\nusername=u\npassword=tok\n\n").status == 0)
+        #expect(try home.run("git-credential-keychain", "get", stdin: "protocol=https\nhost=git.example\n\n").stdout
+                == "username=u\npassword=tok\n")
+        // Locked for every client at once.
+        #expect(try home.run("security", "lock-keychain", "work").status == 0)
+        #expect(try home.run("security", "find-generic-password", "-a", "a", "-s", "s", "-w", "work").status == 36)
+        // The same files in-process are locked too (nothing unlocked leaks out of the daemon).
+        #expect(try home.run("security", "find-generic-password", "-a", "a", "-s", "s", "-w", "work",
+                             backend: "embedded").status == 36)
+    }
+
+    @Test("the daemon decides who is calling: a program that claims another's identity reads nothing of it")
+    func identityIsTheDaemons() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "add-generic-password", "-a", "acct", "-s", "svc", "-w", "tools-only").status == 0)
+        // keychain-example is not one of the tools: its own group only.
+        #expect(try home.run("keychain-example", "get", "svc", "acct").status != 0)
+        // In-process a program declares its own identity, so the claim works there (the weakness the daemon ends).
+        var claim = home.environment
+        claim["KEYCHAIN_APPLICATION_IDENTIFIER"] = "security"
+        claim["KEYCHAIN_BACKEND"] = "embedded"
+        let example = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example").path
+        let embedded = try ChildProcess.run(example, arguments: ["get", "svc", "acct"], environment: claim)
+        #expect(String(decoding: embedded.stdout, as: UTF8.self) == "tools-only\n")
+        claim["KEYCHAIN_BACKEND"] = "daemon"
+        let throughDaemon = try ChildProcess.run(example, arguments: ["get", "svc", "acct"], environment: claim)
+        #expect(String(decoding: throughDaemon.stdout, as: UTF8.self).isEmpty)
+        // Its own items it reads and writes.
+        #expect(try home.run("keychain-example", "set", "mine", "me", stdin: "own").status == 0)
+        #expect(try home.run("keychain-example", "get", "mine", "me").stdout == "own\n")
+    }
+
+    @Test("SIGTERM: the daemon finishes, removes its socket, keeps every acknowledged write; the next client starts it")
+    func stopAndRestart() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        for i in 0..<5 {
+            #expect(try home.run("security", "add-generic-password", "-a", "a\(i)", "-s", "s", "-w", "v\(i)").status == 0)
+        }
+        let first = try #require(home.daemonPID)
+        home.stopDaemon()
+        #expect(!home.socketExists)
+        #expect(kill(first, 0) != 0 || errno == ESRCH || isZombie(first))
+        for i in 0..<5 {
+            #expect(try home.run("security", "find-generic-password", "-a", "a\(i)", "-s", "s", "-w").stdout == "v\(i)\n")
+        }
+        #expect(home.daemonPID != nil && home.daemonPID != first)
+    }
+
+    @Test("one daemon per home: a second keychaind for the same directories declines to start")
+    func singleInstance() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)
+        let second = try home.run("keychaind", "--foreground")
+        #expect(second.status == 0)
+        #expect(second.stderr.contains("already running"))
+    }
+
+    func isZombie(_ pid: pid_t) -> Bool {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        guard let close = stat.lastIndex(of: ")") else { return true }
+        return stat[stat.index(close, offsetBy: 2)] == "Z"
+    }
+}

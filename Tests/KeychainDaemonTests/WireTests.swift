@@ -1,0 +1,127 @@
+import Foundation
+import KeychainCore
+import KeychainDaemon
+import KeychainWire
+import Testing
+
+@Suite("Daemon protocol: messages and hostile frames")
+struct WireTests {
+    @Test("every request survives encoding, secrets and dictionaries included")
+    func requestRoundTrip() throws {
+        let work = KeychainReference(path: "/tmp/k/work.keychain-db")
+        let dictionary: [String: QueryValue] = [
+            "class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "s3cret")), "port": .int(443),
+            "r_Data": true, "m_Limit": "m_LimitAll", "when": .date(Date(timeIntervalSince1970: 1)), "blob": .data(Data([0, 1])),
+            "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.userPresence])),
+            "list": .array([.data(Data([9])), .null]),
+        ]
+        let requests: [Request] = [
+            .resolve("work"), .defaultKeychain, .searchList, .setSearchList([work, work]), .state(work),
+            .createKeychain(work, password: SecretBytes(utf8: "pw"), settings: .appleDefault),
+            .unlock(work, password: nil), .changePassword(work, old: SecretBytes(utf8: "a"), new: nil),
+            .add(dictionary, work), .search(dictionary, nil), .update(dictionary, ["labl": "x"], work),
+            .upsert(dictionary, secret: SecretBytes(utf8: "x"), ["labl": "y"], nil), .allItems(work, includingSecrets: true),
+        ]
+        for request in requests {
+            let bytes = try request.encode()
+            let decoded = try Request.decode(bytes)
+            #expect(try decoded.encode() == bytes)
+        }
+        guard case .add(let d, let r) = try Request.decode(try Request.add(dictionary, work).encode()) else {
+            Issue.record("not an add")
+            return
+        }
+        #expect(r == work)
+        #expect(d == dictionary)
+    }
+
+    @Test("an authentication context cannot be sent (it lives in its process)")
+    func contextRefused() {
+        let request = Request.search(["class": "genp", "u_AuthCtx": .authenticationContext(AuthenticationContext())], nil)
+        #expect(throws: WireError.self) { try request.encode() }
+    }
+
+    @Test("responses round-trip: items with secrets, states, errors with Apple's status")
+    func responseRoundTrip() throws {
+        let item = Item(itemClass: .genericPassword, attributes: ["acct": .string("a"), "cdat": .date(12.5), "port": .number(1)])
+        let responses: [Response] = [
+            .done, .state(KeychainState(exists: true, isLocked: false, hasPassword: true)),
+            .settings(KeychainSettings(lockInterval: nil, lockOnSleep: true)), .count(3),
+            .items([FoundItem(item: item, secret: SecretBytes(utf8: "x")), FoundItem(item: item, secret: nil)]),
+            .failure(KeychainError(.itemNotFound)),
+        ]
+        for response in responses {
+            let bytes = response.encode()
+            #expect(try Response.decode(bytes).encode() == bytes)
+        }
+        guard case .failure(let error) = try Response.decode(Response.failure(KeychainError(.duplicateItem)).encode()) else {
+            Issue.record("not a failure")
+            return
+        }
+        #expect(error.status == .duplicateItem)
+    }
+
+    @Test("truncated, oversized and garbage frames are errors, never crashes", arguments: 0..<300)
+    func hostileFrames(seed: Int) throws {
+        var generator = SplitMix(seed: UInt64(seed))
+        let valid = try Request.add(["class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "s"))], nil).encode()
+        var bytes = valid
+        switch seed % 3 {
+        case 0: bytes = Array(bytes.prefix(Int(generator.next() % UInt64(bytes.count))))
+        case 1:
+            for _ in 0..<4 { bytes[Int(generator.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: generator.next()) }
+        default: bytes = (0..<Int(generator.next() % 64)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        }
+        _ = try? Request.decode(bytes)
+        _ = try? Response.decode(bytes)
+    }
+
+    @Test("a greeting of another version is refused with a message that says what to do")
+    func versionMismatch() {
+        #expect(throws: WireError.versionMismatch(client: keychainProtocolVersion, daemon: 99)) {
+            try Framing.checkHello(Array("KCW".utf8) + [99])
+        }
+        #expect(WireError.versionMismatch(client: 1, daemon: 2).message.contains("restart keychaind"))
+    }
+}
+
+@Suite("Caller policy: the daemon decides who is calling")
+struct CallerPolicyTests {
+    @Test("the keychain's tools in keychaind's directory see every group; elsewhere they are ordinary programs")
+    func tools() {
+        let policy = CallerPolicy(toolDirectory: "/opt/kc/bin")
+        let tool = policy.caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/opt/kc/bin/security"))
+        #expect(tool?.hasWildcard == true)
+        let impostor = policy.caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/tmp/security"))
+        #expect(impostor?.hasWildcard == false)
+        #expect(impostor?.accessGroups == ["security"])
+    }
+
+    @Test("another program's groups come from the files beside its executable, never from its environment")
+    func applications() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let plist = """
+            <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>keychain-access-groups</key>
+            <array><string>team.shared</string></array></dict></plist>
+            """
+        try Data(plist.utf8).write(to: dir.appendingPathComponent("app.entitlements"))
+        let caller = CallerPolicy(toolDirectory: "/opt/kc/bin")
+            .caller(for: PeerIdentity(pid: 1, uid: 0, executable: dir.appendingPathComponent("app").path))
+        #expect(caller?.accessGroups == ["team.shared", "app"])
+        #expect(CallerPolicy(toolDirectory: "/x").caller(for: PeerIdentity(pid: 1, uid: 0, executable: nil)) == nil)
+    }
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
