@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "KeychainCore", targets: ["KeychainCore"]),
         .library(name: "KeychainStorage", targets: ["KeychainStorage"]),
         .library(name: "KeychainClient", targets: ["KeychainClient"]),
+        // For the fuzzers in Fuzz/: the daemon protocol's decoders.
+        .library(name: "KeychainWire", targets: ["KeychainWire"]),
         // For the fuzzers in Fuzz/: the `security` command's option grammar.
         .library(name: "SecurityCommandLine", targets: ["SecurityCommandLine"]),
         .library(name: "Security", targets: ["Security"]),

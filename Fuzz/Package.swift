@@ -27,6 +27,11 @@ let package = Package(
             path: "Sources/FuzzKeychainFile"
         ),
         .executableTarget(
+            name: "FuzzWire",
+            dependencies: [.product(name: "KeychainWire", package: root)],
+            path: "Sources/FuzzWire"
+        ),
+        .executableTarget(
             name: "FuzzCommandLine",
             dependencies: [.product(name: "SecurityCommandLine", package: root)],
             path: "Sources/FuzzCommandLine"

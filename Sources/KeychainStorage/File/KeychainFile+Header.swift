@@ -56,3 +56,35 @@ extension KeychainFile {
         configuration.logger.notice("keychain.password.changed.elsewhere")
     }
 }
+
+extension KeychainFile {
+    /// Writes a device state that has seen nothing (epoch 0) for the keychain at `url`, as if this device had just
+    /// created it. For harnesses that open arbitrary files (the fuzzer): a real device always has the state of its
+    /// keychains, and a missing one is refused as tampering.
+    @_spi(Testing) public static func writeFreshDeviceState(for url: URL, configuration: Configuration)
+        throws(KeychainError)
+    {
+        let deviceKey = try DeviceKey.load(in: configuration.stateDirectory, create: false)
+        let header: FileHeader
+        do {
+            var readOnly = GRDB.Configuration()
+            readOnly.readonly = true
+            let database = try DatabaseQueue(path: url.path, configuration: readOnly)
+            defer { try? database.close() }
+            header = try database.read { db -> FileHeader in
+                guard let row = try Row.fetchOne(db, sql: "SELECT * FROM kc_meta") else {
+                    throw KeychainError(.invalidKeychain)
+                }
+                return try FileHeader(row)
+            }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw StorageErrors.map(error)
+        }
+        let keys = DeviceKeys(deviceKey: deviceKey, header: header)
+        try DeviceState().save(
+            path: configuration.stateDirectory.appendingPathComponent("\(header.dbUUID.uuidString).state").path,
+            key: keys.stateKey, dbUUID: header.dbUUID, sync: false)
+    }
+}
