@@ -39,6 +39,15 @@ public final class KeychainDaemonServer: Sendable {
         _ = ftruncate(lock, 0)
         let pid = Array("\(getpid())\n".utf8)
         _ = pid.withUnsafeBytes { pwrite(lock, $0.baseAddress, $0.count, 0) }
+        // systemd socket activation (keychaind.socket): the socket is already bound and listening, as fd 3.
+        let environment = ProcessInfo.processInfo.environment
+        if environment["LISTEN_PID"].flatMap(Int32.init) == getpid(), let count = environment["LISTEN_FDS"].flatMap(Int.init),
+            count >= 1
+        {
+            _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+            listening = Mutex(3)
+            return
+        }
         unlink(socket.path)  // a socket left by a daemon that died; we hold the lock, so it is not in use
         let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .failed("cannot make a socket (errno \(errno))") }

@@ -144,6 +144,41 @@ struct DaemonTests {
         #expect(second.stderr.contains("already running"))
     }
 
+    @Test("systemd socket activation: keychaind takes the listening socket it is handed and serves the default name",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-socket-activate")))
+    func socketActivation() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-sa-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let runtime = home.appendingPathComponent("run/keychain")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        chmod(home.appendingPathComponent("run").path, 0o700)
+        // Only HOME and XDG_RUNTIME_DIR: the user's standard locations, so the socket has the unit's name.
+        var environment = ["HOME": home.path, "XDG_RUNTIME_DIR": home.appendingPathComponent("run").path]
+        environment["PATH"] = ProcessInfo.processInfo.environment["PATH"]
+        let socket = runtime.appendingPathComponent("keychaind.sock").path
+        let daemon = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychaind").path
+        let activator = try ChildProcess.spawn(
+            "/usr/bin/systemd-socket-activate",
+            arguments: ["-l", socket, "-E", "HOME", "-E", "XDG_RUNTIME_DIR", daemon, "--foreground"],
+            environment: environment)
+        defer {
+            activator.send(SIGTERM)
+            _ = activator.wait()
+        }
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: socket) { usleep(10_000) }
+        var client = environment
+        client["KEYCHAIN_BACKEND"] = "auto"
+        let add = try ChildProcess.run(Tool.binary.path, arguments: ["add-generic-password", "-a", "x", "-s", "y", "-w", "z"],
+                                       environment: client)
+        #expect(add.termination == .exited(0))
+        // Unlock state and the file live in the daemon it started: the item is there for the next client.
+        let find = try ChildProcess.run(Tool.binary.path, arguments: ["find-generic-password", "-a", "x", "-s", "y", "-w"],
+                                        environment: client)
+        #expect(String(decoding: find.stdout, as: UTF8.self) == "z\n")
+        #expect(FileManager.default.fileExists(atPath: runtime.appendingPathComponent("keychaind.sock.lock").path))
+    }
+
     func isZombie(_ pid: pid_t) -> Bool {
         let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
         guard let close = stat.lastIndex(of: ")") else { return true }
