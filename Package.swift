@@ -67,7 +67,7 @@ let package = Package(
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
         .target(
             name: "KeychainDaemon",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainWire", "CKeychainLinux"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainStorage
 import KeychainWire
 import Synchronization
 
@@ -81,6 +82,14 @@ public final class KeychainDaemonServer: Sendable {
     /// Accepts connections until ``stop()`` (or a shutdown of the listening socket), then closes every keychain
     /// (in-flight calls finish first; the WAL is folded back) and removes the socket.
     public func run() {
+        // Idle keychains lock on time, not only at their next use: the keys leave the daemon's memory.
+        let idleLocker = Thread {
+            while true {
+                sleep(1)
+                for file in OpenKeychains.shared.all { file.lockIfIdle() }
+            }
+        }
+        idleLocker.start()
         let fd = listeningDescriptor
         while true {
             let client = accept(fd, nil, nil)

@@ -95,6 +95,22 @@ struct DaemonTests {
                              backend: "embedded").status == 36)
     }
 
+    @Test("the idle interval locks a keychain in the daemon; so does the daemon's restart (the keys lived in it)")
+    func idleLockAndRestart() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)
+        #expect(try home.run("security", "add-generic-password", "-a", "a", "-s", "s", "-w", "v", "work").status == 0)
+        try home.run("security", "set-keychain-settings", "-t", "1", "work")
+        usleep(2_500_000)
+        #expect(try home.run("security", "find-generic-password", "-a", "a", "-s", "s", "-w", "work").status == 36)
+        #expect(try home.run("security", "set-keychain-settings", "work").status == 0)  // no timeout
+        #expect(try home.run("security", "unlock-keychain", "-p", "pw", "work").status == 0)
+        #expect(try home.run("security", "find-generic-password", "-a", "a", "-s", "s", "-w", "work").stdout == "v\n")
+        home.stopDaemon()
+        #expect(try home.run("security", "find-generic-password", "-a", "a", "-s", "s", "-w", "work").status == 36)
+    }
+
     @Test("the daemon decides who is calling: a program that claims another's identity reads nothing of it")
     func identityIsTheDaemons() throws {
         let home = try DaemonHome()

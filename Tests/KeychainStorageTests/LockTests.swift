@@ -53,6 +53,21 @@ struct LockTests {
         #expect(status { try t.file.unlock(password: SecretBytes(utf8: "guess")) } == -25293)
     }
 
+    @Test("asking whether the keychain is locked does not keep it unlocked (polling is not use)")
+    func pollingIsNotUse() throws {
+        let clock = ManualClock()
+        let t = try TestFile(password: "pw", clock: clock.read)
+        try t.file.setSettings(KeychainSettings(lockInterval: 60, lockOnSleep: false))
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        try t.add(["class": "genp", "acct": "a"])  // a use, at the start
+        for _ in 0..<6 {
+            clock.now += 10
+            #expect(!t.file.isLocked)
+        }
+        clock.now += 1
+        #expect(t.file.isLocked)  // 61 s after the last use, however often it was asked
+    }
+
     @Test("wrong passwords: errSecAuthFailed, then a back-off that survives reopening, reset by success")
     func backOff() throws {
         let clock = ManualClock()

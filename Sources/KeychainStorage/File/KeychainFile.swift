@@ -230,7 +230,7 @@ public final class KeychainFile: Sendable {
 
     /// True when the WhenUnlocked classes are unavailable.
     public var isLocked: Bool {
-        applyAutoLock()
+        lockIfIdle()
         return keys.withLock { $0.classKeys[.whenUnlocked] == nil }
     }
 
@@ -425,8 +425,17 @@ public final class KeychainFile: Sendable {
         }
     }
 
-    /// Locks if the idle interval has passed since the last use (a password keychain only).
+    /// Before a use: locks if the idle interval has passed since the last use, then counts this call as one.
     func applyAutoLock() {
+        lockIfIdle()
+        let now = configuration.clock()
+        keys.withLock { $0.lastActivity = now }
+    }
+
+    /// Locks if the keychain has been idle longer than its interval (a password keychain only). Asking is not
+    /// using: this never refreshes the idle timer, so polling the state (or a daemon's timer) cannot keep a
+    /// keychain unlocked.
+    public func lockIfIdle() {
         guard hasPassword else { return }
         let interval = (try? settings().lockInterval) ?? nil
         let now = configuration.clock()
@@ -434,8 +443,10 @@ public final class KeychainFile: Sendable {
             guard let interval, keys.classKeys[.whenUnlocked] != nil else { return false }
             return now.timeIntervalSince(keys.lastActivity) > Double(interval)
         }
-        if expired { lock() }
-        keys.withLock { $0.lastActivity = now }
+        if expired {
+            lock()
+            configuration.logger.debug("keychain.lock.idle")
+        }
     }
 
     // MARK: - Transactions
