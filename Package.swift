@@ -115,6 +115,11 @@ let package = Package(
             dependencies: ["KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
+        // Shared by the test targets only: a seeded generator.
+        .target(
+            name: "KeychainTestSupport",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "KeychainCoreTests",
             dependencies: ["KeychainCore"],
@@ -123,7 +128,7 @@ let package = Package(
         .testTarget(
             name: "KeychainStorageTests",
             dependencies: [
-                "KeychainCore", "KeychainStorage",
+                "KeychainCore", "KeychainStorage", "KeychainTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -135,7 +140,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["KeychainClient"],
+            dependencies: ["KeychainClient", "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -144,7 +149,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainDaemonTests",
-            dependencies: ["KeychainDaemon", "KeychainWire", "KeychainClient", "KeychainCore"],
+            dependencies: ["KeychainDaemon", "KeychainWire", "KeychainClient", "KeychainCore", "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainClient
+import KeychainTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -142,18 +143,5 @@ struct ReliabilityTests {
         #else
         return [64, 68, 82, 83].contains(number)
         #endif
-    }
-}
-
-/// A small deterministic generator, so that a failing sequence can be replayed.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

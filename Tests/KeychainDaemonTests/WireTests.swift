@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import KeychainDaemon
+import KeychainTestSupport
 import KeychainWire
 import Testing
 
@@ -63,7 +64,7 @@ struct WireTests {
 
     @Test("truncated, oversized and garbage frames are errors, never crashes", arguments: 0..<300)
     func hostileFrames(seed: Int) throws {
-        var generator = SplitMix(seed: UInt64(seed))
+        var generator = SplitMix64(seed: UInt64(seed))
         let valid = try Request.add(["class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "s"))], nil).encode()
         var bytes = valid
         switch seed % 3 {
@@ -111,17 +112,5 @@ struct CallerPolicyTests {
             .caller(for: PeerIdentity(pid: 1, uid: 0, executable: dir.appendingPathComponent("app").path))
         #expect(caller?.accessGroups == ["team.shared", "app"])
         #expect(CallerPolicy(toolDirectory: "/x").caller(for: PeerIdentity(pid: 1, uid: 0, executable: nil)) == nil)
-    }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -12,16 +12,11 @@ import Glibc
 /// metadata is padded to a size bucket.
 @Suite("File format 2")
 struct FormatTwoTests {
-    func tamper(_ t: TestFile, _ body: (Database) throws -> Void) throws {
-        let queue = try DatabaseQueue(path: t.url.path)
-        try queue.writeWithoutTransaction { db in try body(db) }
-        try queue.close()
-    }
+    func tamper(_ t: TestFile, _ body: (Database) throws -> Void) throws { try t.tamper(body) }
 
+    /// Two items, the file closed (so the tampering lands on a file nobody holds).
     func twoItems() throws -> TestFile {
-        let t = try TestFile(password: "pw")
-        try t.add(["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("secret-a".utf8))])
-        try t.add(["class": "genp", "acct": "b", "svce": "s", "v_Data": .data(Data("secret-b".utf8))])
+        let t = try TestFile.twoItems()
         t.file.close()
         return t
     }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import KeychainCore
 import KeychainStorage
 
@@ -65,15 +66,19 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
     return false
 }
 
-/// SplitMix64: a small seeded generator, so that a failing random run can be replayed from its printed seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+extension TestFile {
+    /// Runs SQL on the raw file, as an attacker with the file would.
+    func tamper(_ body: (Database) throws -> Void) throws {
+        let queue = try DatabaseQueue(path: url.path)
+        try queue.writeWithoutTransaction { db in try body(db) }
+        try queue.close()
+    }
+
+    /// A keychain with a password holding two generic passwords (accounts a and b, service s).
+    static func twoItems() throws -> TestFile {
+        let t = try TestFile(password: "pw")
+        try t.add(["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("secret-a".utf8))])
+        try t.add(["class": "genp", "acct": "b", "svce": "s", "v_Data": .data(Data("secret-b".utf8))])
+        return t
     }
 }

@@ -3,25 +3,16 @@ import GRDB
 import InMemoryLogging
 import KeychainCore
 import KeychainStorage
+import KeychainTestSupport
 import Logging
 import Testing
 
 /// The attacks of CRYPTO-DESIGN §6: tampering gives errSecDecode or a refusal, never other data.
 @Suite("Tampering with the file")
 struct TamperTests {
-    /// Runs SQL on the raw file, as an attacker with the file would.
-    func tamper(_ t: TestFile, _ body: (Database) throws -> Void) throws {
-        let queue = try DatabaseQueue(path: t.url.path)
-        try queue.writeWithoutTransaction { db in try body(db) }
-        try queue.close()
-    }
+    func tamper(_ t: TestFile, _ body: (Database) throws -> Void) throws { try t.tamper(body) }
 
-    func twoItems() throws -> TestFile {
-        let t = try TestFile(password: "pw")
-        try t.add(["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("secret-a".utf8))])
-        try t.add(["class": "genp", "acct": "b", "svce": "s", "v_Data": .data(Data("secret-b".utf8))])
-        return t
-    }
+    func twoItems() throws -> TestFile { try TestFile.twoItems() }
 
     func readBack(_ t: TestFile) -> [String: Int32] {
         var out: [String: Int32] = [:]
@@ -164,7 +155,7 @@ struct TamperTests {
         // Seeded, and the seed printed, so a failing run can be replayed (KEYCHAIN_TAMPER_SEED).
         let seed = UInt64(ProcessInfo.processInfo.environment["KEYCHAIN_TAMPER_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
         print("random damage: seed \(seed)")
-        var generator = SeededGenerator(seed: seed)
+        var generator = SplitMix64(seed: seed)
         var outcomes: [String: Int] = [:]
         var errors = 0, opened = 0, skipped = 0
         for round in 0..<rounds {
