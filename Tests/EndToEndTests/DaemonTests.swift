@@ -150,6 +150,35 @@ struct DaemonTests {
         #expect(home.daemonPID != nil && home.daemonPID != first)
     }
 
+    @Test("SIGKILL of the daemon during writes: every acknowledged write survives; the next client starts a new one")
+    func killedDuringWrites() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)  // starts the daemon
+        var acknowledged: [Int] = []
+        for round in 0..<6 {
+            // Writers in flight while the daemon dies.
+            let writers = try (0..<3).map { i in
+                try ChildProcess.spawn(
+                    Tool.binary.path,
+                    arguments: ["add-generic-password", "-a", "k\(round)-\(i)", "-s", "kill", "-w", "v\(round)-\(i)"],
+                    environment: home.environment)
+            }
+            usleep(UInt32(20_000 + round * 15_000))
+            if let pid = home.daemonPID { kill(pid, SIGKILL) }
+            for (i, writer) in writers.enumerated() where writer.wait() == .exited(0) {
+                acknowledged.append(round * 10 + i)
+            }
+            // The next command starts a new daemon (the old one left its socket behind, and its lock went with it).
+            for entry in acknowledged {
+                let account = "k\(entry / 10)-\(entry % 10)"
+                let found = try home.run("security", "find-generic-password", "-a", account, "-s", "kill", "-w")
+                #expect(found.stdout == "v\(entry / 10)-\(entry % 10)\n", "round \(round): \(account)")
+            }
+        }
+        #expect(!acknowledged.isEmpty)
+    }
+
     @Test("one daemon per home: a second keychaind for the same directories declines to start")
     func singleInstance() throws {
         let home = try DaemonHome()
