@@ -222,3 +222,47 @@ struct BiometryTests {
         #expect(status { _ = try read(try file(sensor: FakeSensor(answer: .failure), flags: [.biometryAny])) } == -25293)
     }
 }
+
+/// A prompter that, while its question is open, lets another call run on the same keychain and records whether it
+/// could finish (a prompt must never be asked while the file's lock or a transaction is held).
+final class ConcurrentCallPrompter: Prompter {
+    let other: @Sendable () -> Void
+    let otherFinished = Mutex(false)
+    init(other: @escaping @Sendable () -> Void) { self.other = other }
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse {
+        let done = DispatchSemaphore(value: 0)
+        let work = other
+        Thread {
+            work()
+            done.signal()
+        }.start()
+        let finished = done.wait(timeout: .now() + 5) == .success
+        otherFinished.withLock { $0 = finished }
+        return .entered(SecretBytes(utf8: "pw"))
+    }
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse { .unavailable }
+}
+
+@Suite("Prompts are asked with nothing held")
+struct PromptOutsideTransactionTests {
+    @Test("while a search waits for the user, another call on the same keychain goes through")
+    func searchPromptHoldsNothing() throws {
+        let t = try TestFile(password: "pw")
+        var add = try QueryParser.parse([
+            "class": "genp", "acct": "p", "v_Data": .data(Data("protected".utf8)),
+            "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.userPresence])),
+        ], for: .add)
+        add.authenticationContext = AuthenticationContext()
+        _ = try t.file.add(add, caller: t.caller)
+        let file = t.file, caller = t.caller
+        let prompter = ConcurrentCallPrompter {
+            let other = try? QueryParser.parse(["class": "genp", "acct": "other", "v_Data": .data(Data("x".utf8))], for: .add)
+            if let other { _ = try? file.add(other, caller: caller) }
+        }
+        var read = try QueryParser.parse(["class": "genp", "acct": "p", "r_Data": true], for: .search)
+        read.authenticationContext = AuthenticationContext(prompter: prompter)
+        #expect(try t.file.search(read, caller: t.caller).first?.secret?.unprotectedString() == "protected")
+        #expect(prompter.otherFinished.withLock { $0 })
+        #expect(try t.secret("other") == "x")
+    }
+}

@@ -13,7 +13,9 @@ extension KeychainFile {
     ///
     /// UserPresence and DevicePasscode are met by the keychain password (the device passcode here); biometry and a
     /// companion device are not available on this machine, as on a Mac without a sensor.
-    func authorize(_ item: Item, _ query: ItemQuery, db: Database) throws(KeychainError) -> Bool {
+    /// `db` is the transaction to read the keybag through when called inside one (writes), nil otherwise (a search
+    /// authorises after its read transaction ended).
+    func authorize(_ item: Item, _ query: ItemQuery, db: Database?) throws(KeychainError) -> Bool {
         guard let ac = item.accessControl else { return true }
         let constraints = ac.readConstraints
         if constraints.isEmpty { return true }

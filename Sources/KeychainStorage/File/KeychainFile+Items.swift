@@ -99,33 +99,50 @@ extension KeychainFile {
         if let group = query.accessGroup { try caller.checkReadable(group) }
         if query.limit.count == 0 { throw .itemNotFound() }
         let wantsSecret = query.returnTypes.contains(.data)
-        let found = try read { db -> [FoundItem] in
-            var out: [FoundItem] = []
+        // Two phases: the matches are read in one snapshot, then authorised and decrypted with no transaction held,
+        // so that a person taking their time over a prompt never holds up other calls (or other daemon clients).
+        let matches = try read { db -> [(ItemRow, Item)] in
+            var out: [(ItemRow, Item)] = []
+            var certain = 0  // matches that need no authentication, so cannot drop out below
             let cursor = try candidates(for: query, db: db)
             while let row = try cursor.nextItemRow() {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
-                if try !authorize(item, query, db: db) { continue }
-                var secret: SecretBytes?
-                if wantsSecret {
-                    secret = try openSecret(row, item: item, query: query)
-                } else if item.accessControl?.needsApplicationPassword == true {
-                    // Apple decrypts an item with access-control constraints even for an attribute-only read, so
-                    // its application password is needed (semantics §5.3): UI Skip leaves the item out, UI Fail
-                    // without the password is errSecInteractionNotAllowed, UI Allow asks.
-                    do {
-                        _ = try openSecret(row, item: item, query: query)
-                    } catch KeychainStatus.interactionNotAllowed where query.authenticationUI == .skip {
-                        continue
-                    }
-                }
-                out.append(FoundItem(item: item, secret: secret))
-                if let limit = query.limit.count, out.count >= limit { break }
+                out.append((row, item))
+                if !needsAuthentication(item) { certain += 1 }
+                if let limit = query.limit.count, certain >= limit { break }
             }
             return out
         }
+        var found: [FoundItem] = []
+        for (row, item) in matches {
+            if try !authorize(item, query, db: nil) { continue }
+            var secret: SecretBytes?
+            if wantsSecret {
+                secret = try openSecret(row, item: item, query: query)
+            } else if item.accessControl?.needsApplicationPassword == true {
+                // Apple decrypts an item with access-control constraints even for an attribute-only read, so its
+                // application password is needed (semantics §5.3): UI Skip leaves the item out, UI Fail without
+                // the password is errSecInteractionNotAllowed, UI Allow asks.
+                do throws(KeychainError) {
+                    _ = try openSecret(row, item: item, query: query)
+                } catch KeychainStatus.interactionNotAllowed where query.authenticationUI == .skip {
+                    continue
+                } catch {
+                    throw error
+                }
+            }
+            found.append(FoundItem(item: item, secret: secret))
+            if let limit = query.limit.count, found.count >= limit { break }
+        }
         if found.isEmpty { throw .itemNotFound() }
         return found
+    }
+
+    /// Whether reading `item` may ask for (or be refused) authentication: read constraints or an application password.
+    private func needsAuthentication(_ item: Item) -> Bool {
+        guard let ac = item.accessControl else { return false }
+        return !ac.readConstraints.isEmpty || ac.needsApplicationPassword
     }
 
     /// Updates every match in one transaction (`SecItemUpdate`); a collision changes nothing.
