@@ -10,6 +10,13 @@ func check(_ name: String, _ ok: Bool) {
 }
 nonisolated(unsafe) var exitCode: Int32 = 0
 
+// The first call is a legacy one that finds nothing: finding out who is calling opens and creates no keychain.
+let login = (ProcessInfo.processInfo.environment["XDG_DATA_HOME"] ?? "") + "/keychains/login.keychain-db"
+var length: UInt32 = 0
+check("a first legacy find answers not found",
+      SecKeychainFindGenericPassword(nil, 3, "svc", 4, "acct", &length, nil, nil) == errSecItemNotFound)
+check("and creates no keychain", !FileManager.default.fileExists(atPath: login))
+
 // Recipe 2: the bundle identifier comes from the Info.plist beside the executable.
 check("bundle identifier from Info.plist", Bundle.main.bundleIdentifier == "com.example.porting-sample")
 
