@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainStorage
+import Synchronization
 import Testing
 
 /// The embedded keychain service: the one place that resolves names and creates `login`.
@@ -69,5 +70,57 @@ struct KeychainServiceTests {
         try s.deleteKeychain(work)
         #expect(try !s.state(of: work).exists)
         #expect(s.searchList().isEmpty)  // dropped from the list it was the only member of
+    }
+}
+
+/// Answers password requests from a script and counts them.
+final class ScriptedAnswers: Prompter {
+    let answers: Mutex<[PromptResponse]>
+    let asked = Mutex(0)
+    init(_ answers: [PromptResponse]) { self.answers = Mutex(answers) }
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse {
+        asked.withLock { $0 += 1 }
+        return answers.withLock { $0.isEmpty ? .unavailable : $0.removeFirst() }
+    }
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse { .unavailable }
+}
+
+@Suite("KeychainService: a locked keychain is unlocked on demand when the call allows UI")
+struct UnlockOnDemandTests {
+    func lockedKeychain(_ prompter: ScriptedAnswers) throws -> (EmbeddedKeychainService, KeychainReference, URL) {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+        let locations = KeychainLocations(
+            keychainDirectory: root.appendingPathComponent("data/keychains"),
+            stateDirectory: root.appendingPathComponent("state/keychain"),
+            configDirectory: root.appendingPathComponent("config/keychain"))
+        let s = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: ["app"]), prompter: prompter) {
+            $0.kdf = .fastForTests
+        }
+        let work = s.resolve("work")
+        try s.createKeychain(work, password: SecretBytes(utf8: "pw"), settings: .never)
+        try s.add(["class": "genp", "acct": "a", "v_Data": .data(Data("x".utf8))], to: work)
+        try s.lock(work)
+        return (s, work, root)
+    }
+
+    @Test("asked once (a wrong answer asks again); the call then goes through and the keychain stays unlocked")
+    func asks() throws {
+        let prompter = ScriptedAnswers([.entered(SecretBytes(utf8: "bad")), .entered(SecretBytes(utf8: "pw"))])
+        let (s, work, root) = try lockedKeychain(prompter)
+        defer { try? FileManager.default.removeItem(at: root) }
+        #expect(try s.search(["class": "genp", "acct": "a", "r_Data": true], in: work).first?.secret?.unprotectedString() == "x")
+        #expect(prompter.asked.withLock { $0 } == 2)
+        #expect(try !s.state(of: work).isLocked)
+    }
+
+    @Test("UI Fail or kSecUseNoAuthenticationUI: errSecInteractionNotAllowed without asking; cancel is -128")
+    func noUI() throws {
+        let prompter = ScriptedAnswers([.cancelled])
+        let (s, work, root) = try lockedKeychain(prompter)
+        defer { try? FileManager.default.removeItem(at: root) }
+        #expect(status { _ = try s.search(["class": "genp", "acct": "a", "u_AuthUI": "u_AuthUIF"], in: work) } == -25308)
+        #expect(status { _ = try s.search(["class": "genp", "acct": "a", "u_NoAuthUI": true], in: work) } == -25308)
+        #expect(prompter.asked.withLock { $0 } == 0)
+        #expect(status { _ = try s.search(["class": "genp", "acct": "a"], in: work) } == -128)
     }
 }

@@ -20,9 +20,16 @@ public final class EmbeddedKeychainService: KeychainService {
     /// - Parameters:
     ///   - caller: the access groups this process may use (default: its ``ApplicationIdentity``).
     ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
-    public init(locations: KeychainLocations = .current(), caller: Caller? = nil,
+    /// Who asks this service's user (for keychaind: pinentry on the client's terminal or display); nil = the
+    /// process's default prompter.
+    private let prompter: (any Prompter)?
+
+    ///   - prompter: asks this client's user when a call allows it (unlock a locked keychain, authenticate for a
+    ///     protected item); nil uses the process's default (the terminal, or pinentry).
+    public init(locations: KeychainLocations = .current(), caller: Caller? = nil, prompter: (any Prompter)? = nil,
                 configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
         self.locations = locations
+        self.prompter = prompter
         self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
         self.preferences = KeychainPreferences(locations: locations)
         var configuration = OpenKeychains.standardConfiguration(locations: locations)
@@ -104,47 +111,64 @@ public final class EmbeddedKeychainService: KeychainService {
     public func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError)
         -> FoundItem
     {
-        try file(orDefault: keychain).add(QueryParser.parse(attributes, for: .add), caller: caller)
+        let attributes = prepared(attributes)
+        return try unlockingOnDemand(attributes, keychain) { () throws(KeychainError) in
+            try file(orDefault: keychain).add(QueryParser.parse(attributes, for: .add), caller: caller)
+        }
     }
 
     public func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
         -> [FoundItem]
     {
-        try file(orDefault: keychain).search(QueryParser.parse(query, for: .search), caller: caller)
+        let query = prepared(query)
+        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
+            try file(orDefault: keychain).search(QueryParser.parse(query, for: .search), caller: caller)
+        }
     }
 
     @discardableResult
     public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
                        in keychain: KeychainReference?) throws(KeychainError) -> Int
     {
+        let query = prepared(query)
         let parsed = try QueryParser.parse(query, for: .update)
         let changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
-        return try file(orDefault: keychain).update(parsed, with: changes, caller: caller)
+        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
+            try file(orDefault: keychain).update(parsed, with: changes, caller: caller)
+        }
     }
 
     @discardableResult
     public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int {
-        try file(orDefault: keychain).delete(QueryParser.parse(query, for: .delete), caller: caller)
+        let query = prepared(query)
+        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
+            try file(orDefault: keychain).delete(QueryParser.parse(query, for: .delete), caller: caller)
+        }
     }
 
     public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
                        in keychain: KeychainReference?) throws(KeychainError)
     {
-        var addDictionary = query.merging(attributes) { _, new in new }
+        var addDictionary = prepared(query.merging(attributes) { _, new in new })
         addDictionary["v_Data"] = .secret(secret)
         let parsed = try QueryParser.parse(addDictionary, for: .add)
         var changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
         changes.valueData = secret
-        try file(orDefault: keychain).addOrUpdate(parsed, changes: changes, caller: caller)
+        _ = try unlockingOnDemand(addDictionary, keychain) { () throws(KeychainError) in
+            try file(orDefault: keychain).addOrUpdate(parsed, changes: changes, caller: caller)
+        }
     }
 
     @discardableResult
     public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
                            in keychain: KeychainReference?) throws(KeychainError) -> Int
     {
-        try file(orDefault: keychain).replaceAll(
-            matching: QueryParser.parse(matching, for: .delete), with: QueryParser.parse(attributes, for: .add),
-            caller: caller)
+        let attributes = prepared(attributes)
+        return try unlockingOnDemand(attributes, keychain) { () throws(KeychainError) in
+            try file(orDefault: keychain).replaceAll(
+                matching: QueryParser.parse(matching, for: .delete), with: QueryParser.parse(attributes, for: .add),
+                caller: caller)
+        }
     }
 
     public func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError)
@@ -163,6 +187,66 @@ public final class EmbeddedKeychainService: KeychainService {
     /// them again. Other services of the process keep theirs.
     public func close() {
         for path in used.withLock({ $0 }) { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
+    }
+
+    // MARK: - Asking the user
+
+    /// A call's dictionary with this client's prompter attached (a fresh context per call), unless the call brings
+    /// its own context or credential reference.
+    private func prepared(_ dictionary: [String: QueryValue]) -> [String: QueryValue] {
+        guard let prompter, dictionary["u_AuthCtx"] == nil, dictionary["u_CredRef"] == nil else { return dictionary }
+        var out = dictionary
+        out["u_AuthCtx"] = .authenticationContext(AuthenticationContext(prompter: prompter))
+        return out
+    }
+
+    /// Runs an item call; when it fails because its keychain is locked and the call allows UI, asks for the
+    /// keychain's password (three tries) and runs it again, as macOS asks to unlock the login keychain.
+    private func unlockingOnDemand<T>(_ dictionary: [String: QueryValue], _ keychain: KeychainReference?,
+                                      _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        do {
+            return try body()
+        } catch KeychainStatus.interactionNotAllowed {
+            let file = try self.file(orDefault: keychain)
+            guard file.hasPassword, file.isLocked, allowsUI(dictionary),
+                let prompter = prompter ?? configuration.prompter
+            else { throw KeychainError.interactionNotAllowed("the keychain is locked") }
+            let name = file.url.deletingPathExtension().lastPathComponent
+            var complaint: String?
+            for _ in 0..<3 {
+                let request = PasswordRequest(
+                    kind: .keychainPassword,
+                    description: dictionary["u_OpPrompt"].flatMap { if case .string(let s) = $0 { s } else { nil } }
+                        ?? "An application wants to use the keychain \"\(name)\". Enter its password to unlock it.",
+                    prompt: "Password:", error: complaint)
+                switch prompter.requestPassword(request) {
+                case .cancelled: throw KeychainError(.userCanceled)
+                case .unavailable: throw KeychainError.interactionNotAllowed("the keychain is locked")
+                case .entered(let password):
+                    do throws(KeychainError) {
+                        try file.unlock(password: password)
+                        return try body()
+                    } catch KeychainStatus.authFailed {
+                        complaint = "Wrong password, try again."
+                    } catch {
+                        throw error
+                    }
+                }
+            }
+            throw KeychainError(.authFailed)
+        } catch {
+            throw error
+        }
+    }
+
+    /// False for kSecUseAuthenticationUIFail / Skip, kSecUseNoAuthenticationUI, or a context that forbids it.
+    private func allowsUI(_ dictionary: [String: QueryValue]) -> Bool {
+        if case .string(let ui) = dictionary["u_AuthUI"], ui != AuthenticationUI.allow.rawValue { return false }
+        if dictionary["u_NoAuthUI"] == .bool(true) || dictionary["u_NoAuthUI"] == .int(1) { return false }
+        if case .authenticationContext(let context) = dictionary["u_AuthCtx"], context.interactionNotAllowed {
+            return false
+        }
+        return true
     }
 
     // MARK: - Files
