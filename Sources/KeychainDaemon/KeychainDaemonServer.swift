@@ -120,7 +120,7 @@ public final class KeychainDaemonServer: Sendable {
             return refuse(fd, error.message)
         }
         guard Framing.send(Framing.hello(), on: fd) else { return }
-        let service = EmbeddedKeychainService(locations: locations, caller: caller)
+        var service = EmbeddedKeychainService(locations: locations, caller: caller)
         while true {
             var frame: [UInt8]
             do {
@@ -131,7 +131,12 @@ public final class KeychainDaemonServer: Sendable {
             }
             let response: Response
             do {
-                response = RequestDispatcher.handle(try Request.decode(frame), service: service)
+                let request = try Request.decode(frame)
+                if case .session(let session) = request {
+                    service = EmbeddedKeychainService(locations: locations, caller: caller,
+                                                      prompter: Self.prompter(for: session))
+                }
+                response = RequestDispatcher.handle(request, service: service)
             } catch {
                 response = .failure(KeychainError(.param, error.message))
             }
@@ -141,6 +146,20 @@ public final class KeychainDaemonServer: Sendable {
             answer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
             if !sent { return }
         }
+    }
+
+    /// The daemon's own pinentry (PINENTRY_PROGRAM of the daemon's environment, else `pinentry`), drawn on the
+    /// client's terminal or display; nil when the client has neither (calls that need the user then answer
+    /// errSecInteractionNotAllowed).
+    static func prompter(for session: ClientSession) -> (any Prompter)? {
+        guard session.canAsk else { return nil }
+        var environment = ProcessInfo.processInfo.environment
+        for key in ["DISPLAY", "WAYLAND_DISPLAY", "GPG_TTY"] { environment.removeValue(forKey: key) }
+        if let display = session.display { environment["DISPLAY"] = display }
+        if let wayland = session.waylandDisplay { environment["WAYLAND_DISPLAY"] = wayland }
+        if let term = session.term { environment["TERM"] = term }
+        return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry",
+                                arguments: session.terminal.map { ["--ttyname", $0] } ?? [], environment: environment)
     }
 
     private func refuse(_ fd: Int32, _ reason: String) {

@@ -32,6 +32,7 @@ public enum RequestDispatcher {
             case .upsert(let q, let secret, let a, let r): try service.upsert(q, secret: secret, attributes: a, in: r)
             case .replaceAll(let m, let a, let r): return .count(try service.replaceAll(matching: m, with: a, in: r))
             case .allItems(let r, let secrets): return .items(try service.allItems(in: r, includingSecrets: secrets))
+            case .session: return .done  // the server handles it: it sets the connection's prompter
             }
             return .done
         } catch {

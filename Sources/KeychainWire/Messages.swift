@@ -9,8 +9,27 @@ public enum WireLimits {
     public static let maximumResponse = 128 << 20
 }
 
+/// Where the client's user can be asked: its terminal and display, sent once after the greeting (the daemon has
+/// neither). The daemon runs its own pinentry there; which program runs is never the client's choice.
+public struct ClientSession: Sendable, Hashable {
+    public var terminal: String?
+    public var display: String?
+    public var waylandDisplay: String?
+    public var term: String?
+
+    public init(terminal: String?, display: String?, waylandDisplay: String?, term: String?) {
+        self.terminal = terminal
+        self.display = display
+        self.waylandDisplay = waylandDisplay
+        self.term = term
+    }
+
+    public var canAsk: Bool { terminal != nil || display != nil || waylandDisplay != nil }
+}
+
 /// One call of ``KeychainService``, as the client sends it.
 public enum Request: Sendable {
+    case session(ClientSession)
     case resolve(String)
     case defaultKeychain, loginKeychain, searchList
     case setDefaultKeychain(KeychainReference?)
@@ -65,6 +84,9 @@ public enum Request: Sendable {
             w.byte(21); try w.dictionary(q); w.secret(secret); try w.dictionary(a); w.optionalReference(r)
         case .replaceAll(let m, let a, let r): w.byte(22); try w.dictionary(m); try w.dictionary(a); w.optionalReference(r)
         case .allItems(let r, let secrets): w.byte(23); w.reference(r); w.bool(secrets)
+        case .session(let c):
+            w.byte(24); w.optionalString(c.terminal); w.optionalString(c.display); w.optionalString(c.waylandDisplay)
+            w.optionalString(c.term)
         }
         return w.finish()
     }
@@ -100,6 +122,11 @@ public enum Request: Sendable {
         case 21: request = .upsert(try r.dictionary(), secret: try r.secret(), try r.dictionary(), try r.optionalReference())
         case 22: request = .replaceAll(try r.dictionary(), try r.dictionary(), try r.optionalReference())
         case 23: request = .allItems(try r.reference(), includingSecrets: try r.bool())
+        case 24:
+            let session = ClientSession(terminal: try r.optionalString(), display: try r.optionalString(),
+                                        waylandDisplay: try r.optionalString(), term: try r.optionalString())
+            if let terminal = session.terminal, !terminal.hasPrefix("/dev/") { throw .malformed("terminal") }
+            request = .session(session)
         default: throw .malformed("request")
         }
         guard r.atEnd else { throw .malformed("request (trailing bytes)") }

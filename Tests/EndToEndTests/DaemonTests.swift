@@ -224,6 +224,57 @@ struct DaemonTests {
         #expect(FileManager.default.fileExists(atPath: runtime.appendingPathComponent("keychaind.sock.lock").path))
     }
 
+    @Test("a locked keychain needed by a program is unlocked through pinentry on the program's own terminal",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
+                   && FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-curses")))
+    func unlockPromptOnClientTerminal() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        var environment = home.environment
+        environment["PINENTRY_PROGRAM"] = "/usr/bin/pinentry-curses"  // the daemon's own choice, from its start
+        func run(_ program: String, _ arguments: [String], stdin: String = "") throws -> Int32? {
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: environment, input: Data(stdin.utf8))
+            if case .exited(let code) = output.termination { return code }
+            return nil
+        }
+        #expect(try run("security", ["create-keychain", "-p", "pw", "work"]) == 0)
+        #expect(try run("security", ["default-keychain", "-s", "work"]) == 0)
+        #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "from-the-daemon") == 0)
+        #expect(try run("security", ["lock-keychain", "work"]) == 0)
+
+        let session = "kcd-\(UUID().uuidString.prefix(8))"
+        let output = home.tool.home.appendingPathComponent("out-\(session)")
+        let variables = environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME",
+                                                "XDG_RUNTIME_DIR", "KEYCHAIN_BACKEND", "PINENTRY_PROGRAM"].contains($0.key) }
+            .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let example = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example").path
+        let command = "env \(variables) \(example) get svc acct > \(output.path); echo $? >> \(output.path); sleep 30"
+        func tmux(_ arguments: String...) throws -> String {
+            String(decoding: try ChildProcess.run("/usr/bin/tmux", arguments: arguments).stdout, as: UTF8.self)
+        }
+        _ = try tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
+        defer { _ = try? tmux("kill-session", "-t", session) }
+        var screen = ""
+        for _ in 0..<80 {
+            usleep(100_000)
+            screen = try tmux("capture-pane", "-p", "-t", session)
+            if screen.contains("Password:") { break }
+        }
+        #expect(screen.contains("wants to use the keychain"))
+        _ = try tmux("send-keys", "-t", session, "-l", "pw")
+        _ = try tmux("send-keys", "-t", session, "Enter")
+        var result = ""
+        for _ in 0..<100 {
+            usleep(100_000)
+            result = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            if result.split(separator: "\n").count >= 2 { break }
+        }
+        #expect(result == "from-the-daemon\n0\n")
+        // And it stays unlocked for the next process, without asking.
+        #expect(try run("security", ["find-generic-password", "-a", "acct", "-s", "svc", "-w"]) == 0)
+    }
+
     func isZombie(_ pid: pid_t) -> Bool {
         let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
         guard let close = stat.lastIndex(of: ")") else { return true }

@@ -67,7 +67,29 @@ public final class RemoteKeychainService: KeychainService {
             Glibc.close(fd)
             throw KeychainError(.internalComponent, error.message)
         }
-        return RemoteKeychainService(socket: socket, fd: fd)
+        let service = RemoteKeychainService(socket: socket, fd: fd)
+        // Where this client's user can be asked; the daemon draws its own pinentry there.
+        _ = try? service.call(.session(currentSession()))
+        return service
+    }
+
+    /// This process's terminal (GPG_TTY, else the first of its standard streams that is one) and display, unless
+    /// KEYCHAIN_PROMPTER=none.
+    static func currentSession(environment: [String: String] = ProcessInfo.processInfo.environment) -> ClientSession {
+        if environment["KEYCHAIN_PROMPTER"] == "none" {
+            return ClientSession(terminal: nil, display: nil, waylandDisplay: nil, term: nil)
+        }
+        var terminal = environment["GPG_TTY"].flatMap { $0.hasPrefix("/dev/") ? $0 : nil }
+        if terminal == nil {
+            for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+                if let name = ttyname(fd) {
+                    terminal = String(cString: name)
+                    break
+                }
+            }
+        }
+        return ClientSession(terminal: terminal, display: environment["DISPLAY"],
+                             waylandDisplay: environment["WAYLAND_DISPLAY"], term: environment["TERM"])
     }
 
     deinit { connection.withLock { if $0 >= 0 { Glibc.close($0) } } }
