@@ -83,8 +83,8 @@ public final class KeychainDaemonServer: Sendable {
     /// (in-flight calls finish first; the WAL is folded back) and removes the socket.
     public func run() {
         // Idle keychains lock on time, not only at their next use: the keys leave the daemon's memory.
-        let idleLocker = Thread {
-            while true {
+        let idleLocker = Thread { [self] in
+            while !stopped.load(ordering: .relaxed) {
                 sleep(1)
                 for file in OpenKeychains.shared.all { file.lockIfIdle() }
             }
@@ -102,11 +102,14 @@ public final class KeychainDaemonServer: Sendable {
             thread.stackSize = 1 << 20
             thread.start()
         }
+        stopped.store(true, ordering: .relaxed)
         OpenKeychains.shared.closeAll()
         unlink(socket.path)
     }
 
     public func stop() { _ = shutdown(listeningDescriptor, Int32(SHUT_RDWR)) }
+
+    private let stopped = Atomic(false)
 
     private func serve(_ fd: Int32) {
         defer { close(fd) }
@@ -121,6 +124,7 @@ public final class KeychainDaemonServer: Sendable {
         }
         guard Framing.send(Framing.hello(), on: fd) else { return }
         var service = EmbeddedKeychainService(locations: locations, caller: caller)
+        var contexts = ConnectionContexts(prompter: nil)
         while true {
             var frame: [UInt8]
             do {
@@ -133,10 +137,11 @@ public final class KeychainDaemonServer: Sendable {
             do {
                 let request = try Request.decode(frame)
                 if case .session(let session) = request {
-                    service = EmbeddedKeychainService(locations: locations, caller: caller,
-                                                      prompter: Self.prompter(for: session))
+                    let prompter = Self.prompter(for: session)
+                    service = EmbeddedKeychainService(locations: locations, caller: caller, prompter: prompter)
+                    contexts = ConnectionContexts(prompter: prompter)
                 }
-                response = RequestDispatcher.handle(request, service: service)
+                response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
             } catch {
                 response = .failure(KeychainError(.param, error.message))
             }

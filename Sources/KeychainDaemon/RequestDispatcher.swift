@@ -3,8 +3,8 @@ import KeychainCore
 import KeychainWire
 
 /// Runs one request on the daemon's in-process service for one caller.
-public enum RequestDispatcher {
-    public static func handle(_ request: Request, service: any KeychainService) -> Response {
+enum RequestDispatcher {
+    static func handle(_ request: Request, service: any KeychainService, contexts: ConnectionContexts) -> Response {
         do throws(KeychainError) {
             switch request {
             case .resolve(let name): return .reference(service.resolve(name))
@@ -33,6 +33,8 @@ public enum RequestDispatcher {
             case .replaceAll(let m, let a, let r): return .count(try service.replaceAll(matching: m, with: a, in: r))
             case .allItems(let r, let secrets): return .items(try service.allItems(in: r, includingSecrets: secrets))
             case .session: return .done  // the server handles it: it sets the connection's prompter
+            case .authenticateOwner(let password, let snapshot, let r):
+                return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)
             }
             return .done
         } catch {

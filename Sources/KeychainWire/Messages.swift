@@ -51,6 +51,7 @@ public enum Request: Sendable {
     case upsert([String: QueryValue], secret: SecretBytes, [String: QueryValue], KeychainReference?)
     case replaceAll([String: QueryValue], [String: QueryValue], KeychainReference?)
     case allItems(KeychainReference, includingSecrets: Bool)
+    case authenticateOwner(SecretBytes, AuthenticationContext.Snapshot, KeychainReference?)
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -84,6 +85,8 @@ public enum Request: Sendable {
             w.byte(21); try w.dictionary(q); w.secret(secret); try w.dictionary(a); w.optionalReference(r)
         case .replaceAll(let m, let a, let r): w.byte(22); try w.dictionary(m); try w.dictionary(a); w.optionalReference(r)
         case .allItems(let r, let secrets): w.byte(23); w.reference(r); w.bool(secrets)
+        case .authenticateOwner(let password, let context, let r):
+            w.byte(25); w.secret(password); w.contextSnapshot(context); w.optionalReference(r)
         case .session(let c):
             w.byte(24); w.optionalString(c.terminal); w.optionalString(c.display); w.optionalString(c.waylandDisplay)
             w.optionalString(c.term)
@@ -122,6 +125,7 @@ public enum Request: Sendable {
         case 21: request = .upsert(try r.dictionary(), secret: try r.secret(), try r.dictionary(), try r.optionalReference())
         case 22: request = .replaceAll(try r.dictionary(), try r.dictionary(), try r.optionalReference())
         case 23: request = .allItems(try r.reference(), includingSecrets: try r.bool())
+        case 25: request = .authenticateOwner(try r.secret(), try r.contextSnapshot(), try r.optionalReference())
         case 24:
             let session = ClientSession(terminal: try r.optionalString(), display: try r.optionalString(),
                                         waylandDisplay: try r.optionalString(), term: try r.optionalString())

@@ -57,8 +57,18 @@ extension WireWriter {
             int(Int64(values.count))
             for v in values { try queryValue(v) }
         case .unsupported(let name): byte(12); string(name)
-        case .authenticationContext: throw .unsupported("an authentication context (LAContext)")
+        case .authenticationContext(let context): byte(13); contextSnapshot(context.snapshot)
         }
+    }
+
+    /// A context travels as its id and settings; whether it is authenticated is the daemon's to know.
+    public mutating func contextSnapshot(_ c: AuthenticationContext.Snapshot) {
+        string(c.id.uuidString)
+        optionalSecret(c.applicationPassword)
+        bool(c.interactionNotAllowed)
+        int(Int64(bitPattern: c.reuseDuration.bitPattern))
+        string(c.localizedReason)
+        bool(c.invalidated)
     }
 
     public mutating func item(_ item: Item) {
@@ -155,8 +165,25 @@ extension WireReader {
             for _ in 0..<n { values.append(try queryValue(depth: depth + 1)) }
             return .array(values)
         case 12: return .unsupported(try string())
+        case 13:
+            // A stand-in carrying the client's id and settings; keychaind swaps in its own context of that id.
+            let snapshot = try contextSnapshot()
+            let context = AuthenticationContext(id: snapshot.id)
+            context.adopt(snapshot)
+            return .authenticationContext(context)
         default: throw .malformed("query value")
         }
+    }
+
+    public mutating func contextSnapshot() throws(WireError) -> AuthenticationContext.Snapshot {
+        guard let id = UUID(uuidString: try string()) else { throw .malformed("context id") }
+        let password = try optionalSecret()
+        let interaction = try bool()
+        let reuse = Double(bitPattern: UInt64(bitPattern: try int()))
+        guard reuse.isFinite else { throw .malformed("reuse duration") }
+        return AuthenticationContext.Snapshot(
+            id: id, applicationPassword: password, interactionNotAllowed: interaction, reuseDuration: reuse,
+            localizedReason: try string(), invalidated: try bool())
     }
 
     public mutating func item() throws(WireError) -> Item {

@@ -36,10 +36,23 @@ struct WireTests {
         #expect(d == dictionary)
     }
 
-    @Test("an authentication context cannot be sent (it lives in its process)")
-    func contextRefused() {
-        let request = Request.search(["class": "genp", "u_AuthCtx": .authenticationContext(AuthenticationContext())], nil)
-        #expect(throws: WireError.self) { try request.encode() }
+    @Test("a context travels as its id and settings; whether it is authenticated never does")
+    func contextSnapshot() throws {
+        let context = AuthenticationContext()
+        context.localizedReason = "why"
+        context.reuseDuration = 30
+        context.setApplicationPassword(SecretBytes(utf8: "app"))
+        context.markOwnerAuthenticated()
+        let bytes = try Request.search(["class": "genp", "u_AuthCtx": .authenticationContext(context)], nil).encode()
+        guard case .search(let d, _) = try Request.decode(bytes), case .authenticationContext(let copy) = d["u_AuthCtx"]
+        else {
+            Issue.record("no context")
+            return
+        }
+        #expect(copy.id == context.id)
+        #expect(copy.localizedReason == "why" && copy.reuseDuration == 30)
+        #expect(copy.applicationPassword == SecretBytes(utf8: "app"))
+        #expect(!copy.isOwnerAuthenticated)
     }
 
     @Test("responses round-trip: items with secrets, states, errors with Apple's status")

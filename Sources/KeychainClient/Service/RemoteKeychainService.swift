@@ -251,12 +251,17 @@ public final class RemoteKeychainService: KeychainService {
         return list
     }
 
-    /// An authentication context lives in this process and cannot cross to the daemon yet (a context held by the
-    /// daemon behind an id comes next): LAContext's device-owner checks need the embedded service for now.
+    /// The password is checked by the daemon, which marks its own copy of the context (same id) authenticated:
+    /// later calls naming this context are then met there. The local context is marked too, for this process's
+    /// own bookkeeping; the daemon never takes a client's word for it.
     public func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext,
                                   in keychain: KeychainReference?) throws(KeychainError) -> Bool
     {
-        throw KeychainError(.unimplemented, "authentication contexts through keychaind are not supported yet")
+        guard case .count(let n) = try call(.authenticateOwner(password, context.snapshot, keychain)) else {
+            throw unexpected()
+        }
+        if n == 1 { context.markOwnerAuthenticated() }
+        return n == 1
     }
 
     public func close() {

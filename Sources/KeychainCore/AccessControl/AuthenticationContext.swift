@@ -18,8 +18,57 @@ public final class AuthenticationContext: Sendable, Hashable {
 
     private let state = Mutex(State())
     public let prompter: (any Prompter)?
+    /// Names the context across processes: keychaind keeps its own context under this id, and only there can it
+    /// become authenticated.
+    public let id: UUID
 
-    public init(prompter: (any Prompter)? = nil) { self.prompter = prompter }
+    public init(id: UUID = UUID(), prompter: (any Prompter)? = nil) {
+        self.id = id
+        self.prompter = prompter
+    }
+
+    /// What a client tells keychaind about its context at each call: everything but whether the owner proved
+    /// presence, which only the daemon decides.
+    public struct Snapshot: Sendable {
+        public var id: UUID
+        public var applicationPassword: SecretBytes?
+        public var interactionNotAllowed: Bool
+        public var reuseDuration: TimeInterval
+        public var localizedReason: String
+        public var invalidated: Bool
+
+        public init(id: UUID, applicationPassword: SecretBytes?, interactionNotAllowed: Bool,
+                    reuseDuration: TimeInterval, localizedReason: String, invalidated: Bool) {
+            self.id = id
+            self.applicationPassword = applicationPassword
+            self.interactionNotAllowed = interactionNotAllowed
+            self.reuseDuration = reuseDuration
+            self.localizedReason = localizedReason
+            self.invalidated = invalidated
+        }
+    }
+
+    public var snapshot: Snapshot {
+        state.withLock {
+            Snapshot(id: id, applicationPassword: $0.applicationPassword, interactionNotAllowed: $0.interactionNotAllowed,
+                     reuseDuration: $0.reuseDuration, localizedReason: $0.localizedReason, invalidated: $0.invalidated)
+        }
+    }
+
+    /// Takes a client's snapshot (keychaind's copy of a client's context); invalidation is for good.
+    public func adopt(_ snapshot: Snapshot) {
+        state.withLock {
+            $0.applicationPassword = snapshot.applicationPassword
+            $0.interactionNotAllowed = snapshot.interactionNotAllowed
+            $0.reuseDuration = min(max(snapshot.reuseDuration, 0), Self.maximumReuseDuration)
+            $0.localizedReason = snapshot.localizedReason
+            if snapshot.invalidated {
+                $0.invalidated = true
+                $0.applicationPassword = nil
+                $0.ownerAuthenticated = false
+            }
+        }
+    }
 
     /// `LAContext.setCredential(_:type: .applicationPassword)`; nil removes it.
     public func setApplicationPassword(_ password: SecretBytes?) { state.withLock { $0.applicationPassword = password } }
