@@ -265,4 +265,31 @@ struct PromptOutsideTransactionTests {
         #expect(prompter.otherFinished.withLock { $0 })
         #expect(try t.secret("other") == "x")
     }
+
+    @Test("while an update waits for the user, another write to the same keychain goes through")
+    func updatePromptHoldsNothing() throws {
+        let t = try TestFile(password: "pw")
+        var add = try QueryParser.parse([
+            "class": "genp", "acct": "p", "v_Data": .data(Data("protected".utf8)),
+            "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.userPresence])),
+        ], for: .add)
+        add.authenticationContext = AuthenticationContext()
+        _ = try t.file.add(add, caller: t.caller)
+        let file = t.file, caller = t.caller
+        let prompter = ConcurrentCallPrompter {
+            let other = try? QueryParser.parse(["class": "genp", "acct": "other", "v_Data": .data(Data("x".utf8))], for: .add)
+            if let other { _ = try? file.add(other, caller: caller) }
+        }
+        var query = try QueryParser.parse(["class": "genp", "acct": "p"], for: .update)
+        query.authenticationContext = AuthenticationContext(prompter: prompter)
+        let changes = try QueryParser.parseUpdate(["labl": "changed"], itemClass: .genericPassword)
+        #expect(try t.file.update(query, with: changes, caller: t.caller) == 1)
+        #expect(prompter.otherFinished.withLock { $0 })
+        #expect(try t.secret("other") == "x")
+        var read = try QueryParser.parse(["class": "genp", "acct": "p", "r_Attributes": true, "r_Data": true], for: .search)
+        read.authenticationContext = AuthenticationContext(prompter: ConcurrentCallPrompter {})
+        let found = try t.file.search(read, caller: t.caller).first
+        #expect(found?.item.attributes["labl"] == .string("changed"))
+        #expect(found?.secret?.unprotectedString() == "protected")
+    }
 }

@@ -156,27 +156,49 @@ extension KeychainFile {
         if newAccessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
         }
-        let count = try write { db, changes -> Int in
-            let rows = try candidateRows(for: query, db: db)
-            var updated = 0
-            for row in rows {
-                let (item, _) = try openMeta(row)
-                guard ItemRules.matches(item, query, caller: caller) else { continue }
-                guard try authorize(item, query, db: db) else { continue }
+        // Three phases, so that nobody is asked anything while a transaction or the file's lock is held: read the
+        // matches; authorise them and seal their new versions (asking if need be); then, in one write transaction,
+        // replace exactly the rows that were read, unchanged since. If another writer changed one meanwhile, start
+        // again (a few times) rather than overwrite what it wrote.
+        for _ in 0..<3 {
+            let matches = try read { db -> [(ItemRow, Item)] in
+                var out: [(ItemRow, Item)] = []
+                for row in try candidateRows(for: query, db: db) {
+                    let (item, _) = try openMeta(row)
+                    if ItemRules.matches(item, query, caller: caller) { out.append((row, item)) }
+                }
+                return out
+            }
+            var prepared: [(row: ItemRow, sealed: SealedItem)] = []
+            for (row, item) in matches {
+                guard try authorize(item, query, db: nil) else { continue }
                 var newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
                 if update.accessControl != nil { try bindEnrolment(&newItem) }
-                let secret = try update.valueData ?? openSecret(row, item: item, query: query)
+                let secret: SecretBytes
+                if let given = update.valueData { secret = given } else { secret = try openSecret(row, item: item, query: query) }
                 let appPassword = try applicationPasswordForWriting(newItem, query)
-                let sealed = try seal(newItem, secret: secret, generation: row.generation + 1, applicationPassword: appPassword)
-                changes.removed.append(contribution(of: row))
-                try replace(rowID: row.rowID, with: sealed, db: db, changes: &changes)
-                updated += 1
+                prepared.append((row, try seal(newItem, secret: secret, generation: row.generation + 1,
+                                               applicationPassword: appPassword)))
             }
-            if updated == 0 { throw KeychainError.itemNotFound() }
-            return updated
+            if prepared.isEmpty { throw KeychainError.itemNotFound() }
+            let count = try write { db, changes -> Int? in
+                for (row, sealed) in prepared {
+                    let current = try Row.fetchOne(
+                        db.cachedStatement(sql: "SELECT uuid, gen FROM items WHERE rowid = ?"), arguments: [row.rowID])
+                    guard let current, try current.required(at: 0) as Data == row.uuid,
+                        try current.required(at: 1) as Int64 == row.generation
+                    else { return nil }  // changed by another writer since it was read
+                    changes.removed.append(contribution(of: row))
+                    try replace(rowID: row.rowID, with: sealed, db: db, changes: &changes)
+                }
+                return prepared.count
+            }
+            if let count {
+                configuration.logger.debug("item.update", metadata: ["item.count": "\(count)"])
+                return count
+            }
         }
-        configuration.logger.debug("item.update", metadata: ["item.count": "\(count)"])
-        return count
+        throw KeychainError(.internalComponent, "the items kept changing while they were being updated; try again")
     }
 
     /// Deletes every match (`SecItemDelete`).
