@@ -123,6 +123,7 @@ func runCommand(_ arguments: [String]) -> Int32 {
             return 2
         case .status(let status, let api):
             Terminal.writeError("security: \(api): \(status.status.message)\n")
+            if ProcessInfo.processInfo.environment["KEYCHAIN_DEBUG"] != nil { Terminal.writeError("  (\(status.message))\n") }
             return status.status.exitCode
         }
     }

@@ -94,7 +94,7 @@ struct FormatTwoTests {
 
 @Suite("The open-skips-the-scan fingerprint")
 struct FingerprintTests {
-    @Test("a same-size edit right after a clean close (within the change time's clock tick) is still caught")
+    @Test("a same-size edit of an index value right after a clean close is caught at the next open")
     func sameSizeEditInSameTick() throws {
         var sameTickEdits = 0
         for _ in 0..<10 {
@@ -121,6 +121,7 @@ struct FingerprintTests {
             }
             #expect(status { try t.reopen() } == -26275)
         }
+        // An edit within the same clock tick as the close keeps ctime and is the known hole (FileFingerprint).
         print("same-size edits within the close's clock tick: \(sameTickEdits) of 10")
     }
 

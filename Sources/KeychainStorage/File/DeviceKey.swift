@@ -101,16 +101,6 @@ enum FileSystem {
         return readAll(fd)
     }
 
-    /// The first `count` bytes of a file (fewer if it is shorter); nil if it cannot be read.
-    static func readPrefix(_ path: String, count: Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: count)
-        let n = read(fd, &bytes, count)
-        return n < 0 ? nil : Array(bytes.prefix(n))
-    }
-
     static func readAll(_ fd: Int32) -> [UInt8] {
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)

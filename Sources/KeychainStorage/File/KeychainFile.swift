@@ -189,9 +189,8 @@ public final class KeychainFile: Sendable {
     /// True when `url` is a keychain file: an SQLite database whose `kc_meta` names a keychain format. Read-only,
     /// so looking never changes the file.
     static func isKeychain(_ url: URL) -> Bool {
-        guard let head = FileSystem.readPrefix(url.path, count: 16), head == Array("SQLite format 3\0".utf8) else {
-            return false
-        }
+        // Only through SQLite: a descriptor of our own on a database this process may have open would, when closed,
+        // drop SQLite's POSIX locks on it (see FileFingerprint). SQLite answers "not a database" for other files.
         var config = GRDB.Configuration()
         config.readonly = true
         guard let database = try? DatabaseQueue(path: url.path, configuration: config) else { return false }
