@@ -115,9 +115,10 @@ let package = Package(
             dependencies: ["KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
-        // Shared by the test targets only: a seeded generator.
+        // Shared by the test targets only: a seeded generator, the status of a call.
         .target(
             name: "KeychainTestSupport",
+            dependencies: ["KeychainCore"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -154,7 +155,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainClientTests",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
     ],

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+@_exported import KeychainTestSupport
 import KeychainStorage
 import Synchronization
 
@@ -37,14 +38,6 @@ extension KDFParameters {
     static let fastForTests = KDFParameters(id: 1, n: 1 << 15, r: 8, p: 1)
 }
 
-func status(_ body: () throws -> Void) -> Int32 {
-    do {
-        try body()
-        return 0
-    } catch {
-        return (error as? KeychainError)?.status.rawValue ?? 1
-    }
-}
 
 extension Data {
     init(_ string: String) { self = Data(string.utf8) }

@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainDaemon
+import KeychainTestSupport
 import Testing
 
 /// keychaind's server run inside the test process on a temporary socket, reached through RemoteKeychainService.
@@ -62,14 +63,5 @@ struct InProcessDaemonTests {
         // Invalidated on the client: the daemon's copy is invalidated with it.
         context.invalidate()
         #expect(status { _ = try client.search(read, in: work) } == -25293)
-    }
-}
-
-func status(_ body: () throws -> Void) -> Int32 {
-    do {
-        try body()
-        return 0
-    } catch {
-        return (error as? KeychainError)?.status.rawValue ?? 1
     }
 }

@@ -245,8 +245,8 @@ final class ConcurrentCallPrompter: Prompter {
 
 @Suite("Prompts are asked with nothing held")
 struct PromptOutsideTransactionTests {
-    @Test("while a search waits for the user, another call on the same keychain goes through")
-    func searchPromptHoldsNothing() throws {
+    /// A keychain with one item behind user presence, and a prompter that adds another item while it asks.
+    func protectedItemAndConcurrentWriter() throws -> (TestFile, ConcurrentCallPrompter) {
         let t = try TestFile(password: "pw")
         var add = try QueryParser.parse([
             "class": "genp", "acct": "p", "v_Data": .data(Data("protected".utf8)),
@@ -259,6 +259,12 @@ struct PromptOutsideTransactionTests {
             let other = try? QueryParser.parse(["class": "genp", "acct": "other", "v_Data": .data(Data("x".utf8))], for: .add)
             if let other { _ = try? file.add(other, caller: caller) }
         }
+        return (t, prompter)
+    }
+
+    @Test("while a search waits for the user, another call on the same keychain goes through")
+    func searchPromptHoldsNothing() throws {
+        let (t, prompter) = try protectedItemAndConcurrentWriter()
         var read = try QueryParser.parse(["class": "genp", "acct": "p", "r_Data": true], for: .search)
         read.authenticationContext = AuthenticationContext(prompter: prompter)
         #expect(try t.file.search(read, caller: t.caller).first?.secret?.unprotectedString() == "protected")
@@ -268,18 +274,7 @@ struct PromptOutsideTransactionTests {
 
     @Test("while an update waits for the user, another write to the same keychain goes through")
     func updatePromptHoldsNothing() throws {
-        let t = try TestFile(password: "pw")
-        var add = try QueryParser.parse([
-            "class": "genp", "acct": "p", "v_Data": .data(Data("protected".utf8)),
-            "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.userPresence])),
-        ], for: .add)
-        add.authenticationContext = AuthenticationContext()
-        _ = try t.file.add(add, caller: t.caller)
-        let file = t.file, caller = t.caller
-        let prompter = ConcurrentCallPrompter {
-            let other = try? QueryParser.parse(["class": "genp", "acct": "other", "v_Data": .data(Data("x".utf8))], for: .add)
-            if let other { _ = try? file.add(other, caller: caller) }
-        }
+        let (t, prompter) = try protectedItemAndConcurrentWriter()
         var query = try QueryParser.parse(["class": "genp", "acct": "p"], for: .update)
         query.authenticationContext = AuthenticationContext(prompter: prompter)
         let changes = try QueryParser.parseUpdate(["labl": "changed"], itemClass: .genericPassword)

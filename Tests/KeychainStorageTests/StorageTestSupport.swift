@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import KeychainCore
+@_exported import KeychainTestSupport
 import KeychainStorage
 
 /// A keychain file in its own temporary directory, with its own device key.
@@ -46,14 +47,6 @@ final class ManualClock: @unchecked Sendable {
     var read: @Sendable () -> Date { { [unowned self] in self.now } }
 }
 
-func status(_ body: () throws -> Void) -> Int32 {
-    do {
-        try body()
-        return 0
-    } catch {
-        return (error as? KeychainError)?.status.rawValue ?? 1
-    }
-}
 
 func fileBytes(_ path: String) -> [UInt8] { (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))) ?? [] }
 
