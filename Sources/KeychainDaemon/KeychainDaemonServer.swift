@@ -86,7 +86,10 @@ public final class KeychainDaemonServer: Sendable {
         let idleLocker = Thread { [self] in
             while !stopped.load(ordering: .relaxed) {
                 sleep(1)
-                for file in OpenKeychains.shared.all { file.lockIfIdle() }
+                let paths = files
+                for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
+                    file.lockIfIdle()
+                }
             }
         }
         idleLocker.start()
@@ -103,13 +106,34 @@ public final class KeychainDaemonServer: Sendable {
             thread.start()
         }
         stopped.store(true, ordering: .relaxed)
-        OpenKeychains.shared.closeAll()
+        // The files the daemon's clients used (in keychaind that is every open file; a server run inside another
+        // program, as in the tests, leaves that program's own handles alone).
+        for path in files { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
         unlink(socket.path)
     }
 
     public func stop() { _ = shutdown(listeningDescriptor, Int32(SHUT_RDWR)) }
 
     private let stopped = Atomic(false)
+    /// The services of the connections being served, and the files of those that ended: what the daemon locks when
+    /// idle and closes when it stops (in keychaind, every open file; a server run inside another program, as in the
+    /// tests, leaves that program's own handles alone).
+    private let active = Mutex<[ObjectIdentifier: EmbeddedKeychainService]>([:])
+    private let endedFiles = Mutex<Set<String>>([])
+
+    private var files: Set<String> {
+        active.withLock { $0.values.reduce(into: endedFiles.withLock { $0 }) { $0.formUnion($1.usedFiles) } }
+    }
+
+    private func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {
+        active.withLock { $0[ObjectIdentifier(service)] = service }
+        return service
+    }
+
+    private func retire(_ service: EmbeddedKeychainService) {
+        endedFiles.withLock { $0.formUnion(service.usedFiles) }
+        active.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(service)) }
+    }
 
     private func serve(_ fd: Int32) {
         defer { close(fd) }
@@ -123,7 +147,8 @@ public final class KeychainDaemonServer: Sendable {
             return refuse(fd, error.message)
         }
         guard Framing.send(Framing.hello(), on: fd) else { return }
-        var service = EmbeddedKeychainService(locations: locations, caller: caller)
+        var service = register(EmbeddedKeychainService(locations: locations, caller: caller))
+        defer { retire(service) }
         var contexts = ConnectionContexts(prompter: nil)
         while true {
             var frame: [UInt8]
@@ -138,7 +163,8 @@ public final class KeychainDaemonServer: Sendable {
                 let request = try Request.decode(frame)
                 if case .session(let session) = request {
                     let prompter = Self.prompter(for: session)
-                    service = EmbeddedKeychainService(locations: locations, caller: caller, prompter: prompter)
+                    retire(service)
+                    service = register(EmbeddedKeychainService(locations: locations, caller: caller, prompter: prompter))
                     contexts = ConnectionContexts(prompter: prompter)
                 }
                 response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)

@@ -183,6 +183,9 @@ public final class EmbeddedKeychainService: KeychainService {
         try file(orDefault: keychain).authenticateOwner(password, for: context)
     }
 
+    /// The paths of the keychain files this service has used.
+    public var usedFiles: Set<String> { used.withLock { $0 } }
+
     /// Closes the files this service used (the WAL folded in, the files recorded as checked); a later call opens
     /// them again. Other services of the process keep theirs.
     public func close() {
