@@ -26,15 +26,7 @@ public final class KeychainClient: Sendable {
             if let clock { configuration.clock = clock }
         }
         let reference = service.resolve(nameOrPath)
-        if !(try service.state(of: reference).exists) {
-            do {
-                try service.createKeychain(reference, password: password, settings: .never)
-            } catch KeychainStatus.duplicateKeychain {
-                // another process made it first
-            } catch {
-                throw error
-            }
-        }
+        try service.createKeychainIfMissing(reference, password: password, settings: .never)
         return KeychainClient(service: service, keychain: reference)
     }
 

@@ -175,13 +175,7 @@ enum Legacy {
         guard keychain == nil, target == service.loginKeychain() else {
             throw KeychainError(.noSuchKeychain, target.fileName)
         }
-        do {
-            try service.createKeychain(target, password: nil, settings: .never)
-        } catch KeychainStatus.duplicateKeychain {
-            // another process made it first
-        } catch {
-            throw error
-        }
+        try service.createKeychainIfMissing(target, password: nil, settings: .never)
         return target
     }
 

@@ -85,12 +85,6 @@ final class Session {
         } else {
             Terminal.writeError("security: created \(keychain.path) without a password (no terminal to ask for one)\n")
         }
-        do {
-            try service.createKeychain(keychain, password: password, settings: .never)
-        } catch KeychainStatus.duplicateKeychain {
-            // another process made it first
-        } catch {
-            throw error
-        }
+        try service.createKeychainIfMissing(keychain, password: password, settings: .never)
     }
 }

@@ -83,4 +83,18 @@ extension KeychainService {
     public func resolve(_ nameOrPath: String?) -> KeychainReference {
         nameOrPath.map { resolve($0) } ?? defaultKeychain()
     }
+
+    /// Creates `keychain` unless it exists; another process creating it at the same moment is not an error.
+    public func createKeychainIfMissing(_ keychain: KeychainReference, password: SecretBytes?,
+                                        settings: KeychainSettings) throws(KeychainError)
+    {
+        if try state(of: keychain).exists { return }
+        do {
+            try createKeychain(keychain, password: password, settings: settings)
+        } catch KeychainStatus.duplicateKeychain {
+            // made by another process first
+        } catch {
+            throw error
+        }
+    }
 }

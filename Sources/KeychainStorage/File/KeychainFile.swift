@@ -149,9 +149,10 @@ public final class KeychainFile: Sendable {
         let deviceKey = try DeviceKey.load(in: configuration.stateDirectory, create: false)
         let database: DatabaseQueue
         let header: FileHeader
+        let format: Int
         do {
             database = try openDatabase(url)
-            header = try database.read { db -> FileHeader in
+            (header, format) = try database.read { db -> (FileHeader, Int) in
                 guard try db.tableExists("kc_meta"), let row = try Row.fetchOne(db, sql: "SELECT * FROM kc_meta") else {
                     throw KeychainError(.invalidKeychain, "not a keychain file")
                 }
@@ -159,7 +160,7 @@ public final class KeychainFile: Sendable {
                 guard FileSchema.readableFormats.contains(format) else {
                     throw KeychainError(.wrongSecVersion, "format \(format)")
                 }
-                return try FileHeader(row)
+                return (try FileHeader(row), format)
             }
         } catch let error as KeychainError {
             throw error
@@ -169,7 +170,8 @@ public final class KeychainFile: Sendable {
             throw StorageErrors.map(error)
         }
         let file = KeychainFile(url: url, database: database, configuration: configuration, deviceKey: deviceKey, header: header)
-        try file.migrateIfNeeded()
+        // Only an older file pays for the write transaction (the migration checks the format again inside it).
+        if format < FileSchema.formatVersion { try file.migrateIfNeeded() }
         try file.verifyManifest()
         try file.loadDeviceClassKeys()
         if !header.hasPassword { try file.unlock(password: nil) }

@@ -18,31 +18,26 @@ struct Manifest {
     /// A row's share of the digest (format 2): its identity, class, generation, every index column and its rowid,
     /// so that swapped rowids (which reorder results) and edited index values (which hide items) are caught by the
     /// full scan as surely as removed rows.
-    static func contribution(_ row: RowIdentity, key: SymmetricKey) -> [UInt8] {
-        var aad = AAD("kc2/row")
-        aad.append(row.rowID)
-        aad.append(row.uuid)
-        aad.append(row.kind)
-        aad.append(row.accessibility)
-        aad.append(row.sync)
-        aad.append(row.generation)
-        aad.append(row.primaryIndex)
-        aad.append(row.groupIndex)
-        aad.append(row.accountIndex)
-        aad.append(row.serviceIndex)
-        return Array(HMAC<SHA256>.authenticationCode(for: aad.bytes, using: key))
-    }
+    static func contribution(_ row: RowIdentity, key: SymmetricKey) -> [UInt8] { rowMAC(row, key: key, format: 2) }
 
     /// Format 1's share, which covered neither the rowid nor the group, account and service indexes (read only to
     /// check a format-1 file before migrating it).
-    static func contributionV1(_ row: RowIdentity, key: SymmetricKey) -> [UInt8] {
-        var aad = AAD("kc1/row")
+    static func contributionV1(_ row: RowIdentity, key: SymmetricKey) -> [UInt8] { rowMAC(row, key: key, format: 1) }
+
+    private static func rowMAC(_ row: RowIdentity, key: SymmetricKey, format: Int) -> [UInt8] {
+        var aad = AAD(format >= 2 ? "kc2/row" : "kc1/row")
+        if format >= 2 { aad.append(row.rowID) }
         aad.append(row.uuid)
         aad.append(row.kind)
         aad.append(row.accessibility)
         aad.append(row.sync)
         aad.append(row.generation)
         aad.append(row.primaryIndex)
+        if format >= 2 {
+            aad.append(row.groupIndex)
+            aad.append(row.accountIndex)
+            aad.append(row.serviceIndex)
+        }
         return Array(HMAC<SHA256>.authenticationCode(for: aad.bytes, using: key))
     }
 
@@ -100,34 +95,17 @@ struct RowIdentity {
     var groupIndex: Data
     var accountIndex: Data
     var serviceIndex: Data
+}
 
-    init(rowID: Int64, uuid: Data, kind: String, accessibility: String, sync: Int64, generation: Int64,
-         primaryIndex: Data, groupIndex: Data, accountIndex: Data, serviceIndex: Data) {
-        self.rowID = rowID
-        self.uuid = uuid
-        self.kind = kind
-        self.accessibility = accessibility
-        self.sync = sync
-        self.generation = generation
-        self.primaryIndex = primaryIndex
-        self.groupIndex = groupIndex
-        self.accountIndex = accountIndex
-        self.serviceIndex = serviceIndex
-    }
-
-    /// The select list `init(_:)` reads, in order.
+extension RowIdentity {
+    /// The select list `init(_:)` reads, in order (``ItemRow`` selects these first).
     static let columns = "rowid, uuid, kind, class, sync, gen, primary_index, group_index, account_index, service_index"
 
     init(_ row: Row) throws(KeychainError) {
-        rowID = try row.required(at: 0)
-        uuid = try row.required(at: 1)
-        kind = try row.required(at: 2)
-        accessibility = try row.required(at: 3)
-        sync = try row.required(at: 4)
-        generation = try row.required(at: 5)
-        primaryIndex = try row.required(at: 6)
-        groupIndex = try row.required(at: 7)
-        accountIndex = try row.required(at: 8)
-        serviceIndex = try row.required(at: 9)
+        self.init(
+            rowID: try row.required(at: 0), uuid: try row.required(at: 1), kind: try row.required(at: 2),
+            accessibility: try row.required(at: 3), sync: try row.required(at: 4), generation: try row.required(at: 5),
+            primaryIndex: try row.required(at: 6), groupIndex: try row.required(at: 7),
+            accountIndex: try row.required(at: 8), serviceIndex: try row.required(at: 9))
     }
 }
