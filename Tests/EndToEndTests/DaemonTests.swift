@@ -243,32 +243,21 @@ struct DaemonTests {
         #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "from-the-daemon") == 0)
         #expect(try run("security", ["lock-keychain", "work"]) == 0)
 
-        let session = "kcd-\(UUID().uuidString.prefix(8))"
-        let output = home.tool.home.appendingPathComponent("out-\(session)")
+        let output = home.tool.home.appendingPathComponent("out-\(UUID().uuidString.prefix(8))")
         let variables = environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME",
                                                 "XDG_RUNTIME_DIR", "KEYCHAIN_BACKEND", "PINENTRY_PROGRAM"].contains($0.key) }
             .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let example = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example").path
-        let command = "env \(variables) \(example) get svc acct > \(output.path); echo $? >> \(output.path); sleep 30"
-        func tmux(_ arguments: String...) throws -> String {
-            String(decoding: try ChildProcess.run("/usr/bin/tmux", arguments: arguments).stdout, as: UTF8.self)
-        }
-        _ = try tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
-        defer { _ = try? tmux("kill-session", "-t", session) }
-        var screen = ""
-        for _ in 0..<80 {
-            usleep(100_000)
-            screen = try tmux("capture-pane", "-p", "-t", session)
-            if screen.contains("Password:") { break }
-        }
+        let terminal = try TmuxTerminal(
+            command: "env \(variables) \(example) get svc acct > \(output.path); echo $? >> \(output.path); sleep 120")
+        defer { terminal.close() }
+        let screen = terminal.waitForScreen(containing: "Password:")
         #expect(screen.contains("wants to use the keychain"))
-        _ = try tmux("send-keys", "-t", session, "-l", "pw")
-        _ = try tmux("send-keys", "-t", session, "Enter")
+        try terminal.type(["pw", "Enter"])
         var result = ""
-        for _ in 0..<100 {
-            usleep(100_000)
+        _ = terminal.waitUntil(seconds: 60) {
             result = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-            if result.split(separator: "\n").count >= 2 { break }
+            return result.split(separator: "\n").count >= 2
         }
         #expect(result == "from-the-daemon\n0\n")
         // And it stays unlocked for the next process, without asking.

@@ -414,42 +414,26 @@ extension ProcessHardeningTests {
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
                 && FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-curses")))
 struct PinentryTmuxTests {
-    @discardableResult
-    func tmux(_ arguments: String...) throws -> String {
-        String(decoding: try ChildProcess.run("/usr/bin/tmux", arguments: arguments).stdout, as: UTF8.self)
-    }
-
-    func capture(_ session: String) throws -> String { try tmux("capture-pane", "-p", "-t", session) }
-
-    /// Runs `security unlock-keychain work` in tmux with pinentry-curses, types `keys`, and returns the exit status.
+    /// Runs `security unlock-keychain work` in tmux with pinentry-curses, types `keys` once the prompt shows, and
+    /// returns the exit status (nil if it never ended) and the prompt's screen.
     func unlock(_ tool: Tool, keys: [String]) throws -> (Int32?, String) {
-        let session = "kc-\(UUID().uuidString.prefix(8))"
-        let exitFile = tool.home.appendingPathComponent("exit-\(session)")
         let env = tool.environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME"].contains($0.key) }
             .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let exitFile = tool.home.appendingPathComponent("exit-\(UUID().uuidString.prefix(8))")
         let command = "env \(env) KEYCHAIN_PROMPTER=pinentry PINENTRY_PROGRAM=/usr/bin/pinentry-curses "
-            + "\(Tool.binary.path) unlock-keychain work; echo $? > \(exitFile.path); sleep 30"
-        try tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
-        defer { _ = try? tmux("kill-session", "-t", session) }
-        var screen = ""
-        for _ in 0..<50 {
-            usleep(100_000)
-            screen = try capture(session)
-            if screen.contains("Password:") { break }
+            + "\(Tool.binary.path) unlock-keychain work; echo $? > \(exitFile.path); sleep 120"
+        let terminal = try TmuxTerminal(command: command)
+        defer { terminal.close() }
+        let screen = terminal.waitForScreen(containing: "Password:")
+        guard screen.contains("Password:") else { return (nil, screen) }
+        try terminal.type(keys)
+        var status: Int32?
+        _ = terminal.waitUntil(seconds: 60) {
+            guard let text = try? String(contentsOf: exitFile, encoding: .utf8), text.hasSuffix("\n") else { return false }
+            status = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            return true
         }
-        for key in keys {
-            if key == "Enter" || key == "Escape" || key == "Tab" { try tmux("send-keys", "-t", session, key) } else {
-                try tmux("send-keys", "-t", session, "-l", key)
-            }
-            usleep(200_000)
-        }
-        for _ in 0..<100 {
-            if let text = try? String(contentsOf: exitFile, encoding: .utf8) {
-                return (Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), screen)
-            }
-            usleep(100_000)
-        }
-        return (nil, screen)
+        return (status, screen)
     }
 
     @Test("the description is shown; the right password unlocks, a wrong one is 51, the Cancel button is 128")
