@@ -32,13 +32,14 @@ struct QueryParserTests {
         #expect(status { _ = try QueryParser.parse(["class": "genp", "r_Data": "yes"], for: .search) } == -50)
     }
 
-    @Test("kSecMatch keys: ignored by search when unknown, rejected by add and update, stripped by delete (macOS)")
+    @Test("kSecMatch keys: ignored by search when unknown, rejected by add, stripped by update and delete (macOS)")
     func matchKeys() {
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_CaseInsensitive": true], for: .search) } == 0)
-        #expect(status { _ = try QueryParser.parse(["class": "genp", "m_Limit": "m_LimitAll"], for: .update) } == -50)
-        for limit: QueryValue in ["m_LimitAll", "m_LimitOne", .int(3)] {
-            let parsed = try? QueryParser.parse(["class": "genp", "m_Limit": limit], for: .delete)
-            #expect(parsed?.limit == .all)
+        for operation in [Operation.update, .delete] {
+            for limit: QueryValue in ["m_LimitAll", "m_LimitOne", .int(3)] {
+                let parsed = try? QueryParser.parse(["class": "genp", "m_Limit": limit], for: operation)
+                #expect(parsed?.limit == .all)
+            }
         }
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_Limit": "m_LimitOne"], for: .add) } == -50)
         #expect(status { _ = try QueryParser.parse(["class": "genp", "m_Policy": "x"], for: .search) } == -4)
@@ -46,9 +47,10 @@ struct QueryParserTests {
         #expect(status { _ = try QueryParser.parse(["class": "inet", "m_HostOrSubdomainOfHost": "x"], for: .search) } == 0)
     }
 
-    @Test("return keys: rejected in an update query, ignored by delete")
+    @Test("return keys: ignored by update and delete (macOS strips them; iOS answers -50)")
     func returnKeys() throws {
-        #expect(status { _ = try QueryParser.parse(["class": "genp", "r_Data": true], for: .update) } == -50)
+        let update = try QueryParser.parse(["class": "genp", "r_Data": true, "r_Attributes": true], for: .update)
+        #expect(update.returnTypes.isEmpty)
         let delete = try QueryParser.parse(["class": "genp", "r_Ref": true], for: .delete)
         #expect(delete.returnTypes.isEmpty)
     }

@@ -86,12 +86,13 @@ struct LockTests {
     }
 
     @Test("a forged device state is refused", arguments: [
-        ("failed 0", "failed 3"), ("epoch ", "epoch 1"), ("verified ", "verified 1:2:3:4.5|"), ("mac ", "mac A"),
+        ("failed 0", "failed 3"), ("epoch ", "epoch 1"), ("next ", "next 1"), ("\nmac ", "\nverified 1:2:3:4.5|\nmac "),
+        ("mac ", "mac A"),
     ])
     func forgedState(edit: (String, String)) throws {
         let t = try TestFile(password: "pw")
         try t.add(["class": "genp", "acct": "a"])
-        t.file.close()  // writes the epoch and the verified fingerprint
+        t.file.close()  // writes the epoch
         let stateDir = t.configuration.stateDirectory
         let stateFile = try #require(try FileManager.default.contentsOfDirectory(atPath: stateDir.path).first { $0.hasSuffix(".state") })
         let path = stateDir.appendingPathComponent(stateFile)

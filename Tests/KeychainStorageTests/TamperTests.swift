@@ -205,29 +205,28 @@ struct TamperTests {
         #expect(errors > 0)
     }
 
-    /// Reopens `t` with a logger and reports whether the open read every row against the manifest.
-    func reopenScanned(_ t: TestFile) throws -> Bool {
+    /// Reopens `t` with a logger and reports how many rows the open read against the manifest.
+    func reopenScannedRows(_ t: TestFile) throws -> Int? {
         let handler = InMemoryLogHandler()
         var logger = Logger(label: "test", factory: { _ in handler })
         logger.logLevel = .debug
         t.configuration.logger = logger
         try t.reopen()
         let entry = handler.entries.first { $0.message.description == "keychain.open.verified" }
-        return entry?.metadata["rows.scanned"]?.description == "true"
+        return entry?.metadata["rows"].flatMap { Int($0.description) }
     }
 
-    @Test("after a clean close the next open skips the row scan; any write to the file since brings it back")
-    func scanSkippedOnlyWhenUntouched() throws {
+    @Test("every open reads every row, also after this device's own clean close; a deletion after it is caught")
+    func everyOpenScans() throws {
         let t = try twoItems()
-        #expect(try reopenScanned(t))  // never closed cleanly: every row is read
+        #expect(try reopenScannedRows(t) == 2)
         t.file.close()
-        #expect(try !reopenScanned(t))  // closed by us, untouched since
+        #expect(try reopenScannedRows(t) == 2)  // closed by us, untouched since: still read
         try t.file.unlock(password: SecretBytes(utf8: "pw"))
         try t.add(["class": "genp", "acct": "c", "svce": "s"])
         t.file.close()
-        #expect(try !reopenScanned(t))  // our own writes, then a clean close
+        #expect(try reopenScannedRows(t) == 3)
         t.file.close()
-        // An edit by anyone else changes the file's change time, which cannot be set back without root.
         try tamper(t) { db in try db.execute(sql: "DELETE FROM items WHERE rowid = 2") }
         #expect(status { try t.reopen() } == -26275)
     }

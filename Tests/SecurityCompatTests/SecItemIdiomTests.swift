@@ -129,6 +129,24 @@ extension SecurityCompatSuite {
             #expect(SecItemDelete(removeAll as CFDictionary) == errSecItemNotFound)
         }
 
+        @Test("an update with the dictionary the item was read with (limit One, return data) updates it, as on macOS")
+        func updateWithReadQuery() {
+            let service = "compat-\(UUID().uuidString)"
+            let add: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                                      kSecAttrAccount as String: "a", kSecValueData as String: Data("old".utf8)]
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            let read: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                                       kSecAttrAccount as String: "a", kSecMatchLimit as String: kSecMatchLimitOne,
+                                       kSecReturnData as String: true]
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(read as CFDictionary, &result) == errSecSuccess)
+            #expect(SecItemUpdate(read as CFDictionary, [kSecValueData as String: Data("new".utf8)] as CFDictionary)
+                    == errSecSuccess)
+            #expect(SecItemCopyMatching(read as CFDictionary, &result) == errSecSuccess)
+            #expect(result as? Data == Data("new".utf8))
+            #expect(SecItemDelete(read as CFDictionary) == errSecSuccess)
+        }
+
         @Test("Apple's status codes for bad input")
         func badInput() {
             var result: CFTypeRef?
@@ -136,8 +154,9 @@ extension SecurityCompatSuite {
             #expect(SecItemCopyMatching([kSecClass as String: "bogus"] as CFDictionary, &result) == errSecNoSuchClass)
             let wrongAttribute: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrServer as String: "x"]
             #expect(SecItemCopyMatching(wrongAttribute as CFDictionary, &result) == errSecNoSuchAttr)
-            let updateWithReturn: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecReturnData as String: true]
-            #expect(SecItemUpdate(updateWithReturn as CFDictionary, [kSecAttrLabel as String: "x"] as CFDictionary) == errSecParam)
+            let updateClass: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "x"]
+            #expect(SecItemUpdate(updateClass as CFDictionary, [kSecClass as String: kSecClassInternetPassword] as CFDictionary)
+                    == errSecNoSuchAttr)
             let otherGroup: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrAccessGroup as String: "not-mine"]
             #expect(SecItemAdd(otherGroup as CFDictionary, nil) == errSecMissingEntitlement)
         }

@@ -130,13 +130,11 @@ public enum QueryParser {
             if query.accessControl?.hasACL == true && query.sync == .synchronizable {
                 throw .param("access control on a synchronizable item")
             }
-        case .update:
-            if !query.returnTypes.isEmpty { throw .param("kSecReturn keys in an update query") }
-            if query.hadMatchKeys { throw .param("kSecMatch keys in an update query") }
-        case .delete:
-            // iOS rejects kSecMatch keys here (-50); macOS's SecItemDelete strips them and deletes every match.
-            // Code compiled for Linux takes its macOS branches (a wrapper's removeAll() passes kSecMatchLimitAll),
-            // so macOS decides: any limit, One and numbers included, deletes every match (docs/COMPATIBILITY.md).
+        case .update, .delete:
+            // iOS rejects kSecMatch and kSecReturn keys here (-50); macOS's SecItemUpdate and SecItemDelete strip
+            // them and act on every match. Code compiled for Linux takes its macOS branches (a wrapper's removeAll()
+            // passes kSecMatchLimitAll; many update with the query they read with), so macOS decides: any limit,
+            // One and numbers included, updates or deletes every match (docs/COMPATIBILITY.md).
             query.limit = .all
             query.returnTypes = []
         case .search:

@@ -29,15 +29,29 @@ enum Sealing {
 /// Builds associated data: a domain tag, then length-prefixed fields in a fixed order.
 struct AAD {
     private(set) var bytes: [UInt8]
-    init(_ domain: String) { bytes = []; append(Array(domain.utf8)) }
+    init(_ domain: String) {
+        bytes = []
+        bytes.reserveCapacity(256)
+        append(domain)
+    }
     mutating func append(_ field: some Collection<UInt8>) {
-        var len = UInt32(field.count).bigEndian
-        withUnsafeBytes(of: &len) { bytes.append(contentsOf: $0) }
+        appendLength(field.count)
         bytes.append(contentsOf: field)
     }
-    mutating func append(_ s: String) { append(Array(s.utf8)) }
-    mutating func append(_ n: Int64) { withUnsafeBytes(of: n.bigEndian) { append(Array($0)) } }
-    mutating func append(_ u: UUID) { withUnsafeBytes(of: u.uuid) { append(Array($0)) } }
+    mutating func append(_ s: String) {
+        var s = s
+        s.withUTF8 { append($0) }
+    }
+    mutating func append(_ n: Int64) { withUnsafeBytes(of: n.bigEndian) { append($0) } }
+    mutating func append(_ u: UUID) { withUnsafeBytes(of: u.uuid) { append($0) } }
+    mutating func append(_ field: UnsafeRawBufferPointer) {
+        appendLength(field.count)
+        bytes.append(contentsOf: field)
+    }
+    mutating func append(_ field: UnsafeBufferPointer<UInt8>) { append(UnsafeRawBufferPointer(field)) }
+    private mutating func appendLength(_ count: Int) {
+        withUnsafeBytes(of: UInt32(count).bigEndian) { bytes.append(contentsOf: $0) }
+    }
 }
 
 extension SymmetricKey {

@@ -13,8 +13,9 @@ struct DeviceState: Codable, Equatable, Sendable {
     var failedAttempts: Int = 0
     /// Seconds since 1970 before which no unlock is tried.
     var nextAttemptAt: Double = 0
-    /// The fingerprint of the files (``FileFingerprint``) when this device last read every row against the manifest
-    /// or closed the file after writing it itself; nil before that (and in states written by older versions).
+    /// A files' fingerprint that versions before 2026-11-23 recorded to skip the row scan at open (which was
+    /// unsafe: see ``KeychainFile/verifyManifest()``). Still read, because the MAC of such a state covers it;
+    /// never written again.
     var verifiedFiles: String?
     var mac: Data = Data()
 
@@ -73,9 +74,10 @@ struct DeviceState: Codable, Equatable, Sendable {
     /// Writes the state as `name value` lines. (Not JSON: every `security` command reads and writes this file,
     /// and a Codable round trip costs a statically linked command about a millisecond of runtime type lookups.)
     func save(path: String, key: SymmetricKey, dbUUID: UUID, sync: Bool) throws(KeychainError) {
-        let mac = Data(HMAC<SHA256>.authenticationCode(for: macInput(dbUUID: dbUUID), using: key))
+        var saved = self
+        saved.verifiedFiles = nil
+        let mac = Data(HMAC<SHA256>.authenticationCode(for: saved.macInput(dbUUID: dbUUID), using: key))
         var text = "\(Self.magic)\nepoch \(epoch)\nfailed \(failedAttempts)\nnext \(nextAttemptAt.bitPattern)\n"
-        if let verifiedFiles { text += "verified \(verifiedFiles)\n" }
         text += "mac \(mac.base64EncodedString())\n"
         try FileSystem.replaceFile(path, bytes: Array(text.utf8), sync: sync)
     }

@@ -5,8 +5,7 @@ import KeychainCore
 import Logging
 import Synchronization
 
-/// Integrity: the epoch kept in the device state (against rollback), the manifest checked at open, and the record
-/// of files checked (so an untouched file need not be scanned again).
+/// Integrity: the epoch kept in the device state (against rollback) and the manifest checked at open.
 extension KeychainFile {
     /// Remembers the newest epoch beside the device key, at most once a second (and at lock and close). The
     /// state file is replaced atomically but not synced: if it lags, the rollback check is weaker, never wrong.
@@ -50,31 +49,33 @@ extension KeychainFile {
         }
     }
 
-    /// Checks the manifest MAC and the epoch against the device state, and every row against the manifest unless
-    /// the files are exactly as this device last checked or closed them (``FileFingerprint``).
+    /// Checks the manifest MAC and the epoch against the device state, and every row against the manifest.
+    ///
+    /// Every open reads every row (a few microseconds each): deleted, swapped, rolled-back rows and edited index
+    /// values are caught before the first answer. An earlier version skipped the scan when the files' stat
+    /// fingerprint (ctime) matched the one recorded at this device's last close, but an edit of the same size
+    /// within one clock tick of that close kept the fingerprint, and hashing the contents instead needs a
+    /// descriptor of our own whose close drops SQLite's POSIX locks. Under keychaind the scan runs once, when the
+    /// daemon first opens the file, and the daemon then keeps it open.
     func verifyManifest() throws(KeychainError) {
         let header = self.header.withLock { $0 }
         // The state first: it is written only after a commit, so any snapshot taken after reading it is at
         // least as new. (Read the other way round, another process's commit in between looks like a rollback.)
         let storedState = try DeviceState.loadIfPresent(path: statePath, key: deviceKeys.stateKey, dbUUID: header.dbUUID)
         let state = storedState ?? DeviceState()
-        let before = FileFingerprint.of(url)
-        let unchanged = before != nil && before == state.verifiedFiles
         let (manifest, mac, rows) = try read { db in
             let m = try Manifest.load(db)
             guard let row = try Row.fetchOne(db, sql: "SELECT manifest_mac FROM kc_meta") else {
                 throw KeychainError(.invalidKeychain)
             }
             let mac: Data = try row.required("manifest_mac")
-            return (m, mac, unchanged ? nil : try scanRows(db))
+            return (m, mac, try scanRows(db))
         }
         guard manifest.verify(mac, key: deviceKeys.manifestKey, header: header) else {
             throw KeychainError(.decode, "the keychain's manifest does not verify")
         }
-        if let rows {
-            guard rows.digest == manifest.digest, rows.count == manifest.count else {
-                throw KeychainError(.decode, "the keychain's items do not match its manifest")
-            }
+        guard rows.digest == manifest.digest, rows.count == manifest.count else {
+            throw KeychainError(.decode, "the keychain's items do not match its manifest")
         }
         // The state is written when the keychain is made; without it, a file that has been written to is either
         // a copy from elsewhere or one whose state was removed (which would reset the back-off and the epoch).
@@ -84,36 +85,11 @@ extension KeychainFile {
         guard manifest.epoch >= state.epoch else {
             throw KeychainError(.decode, "the keychain file is older than this device has seen (rollback)")
         }
-        integrity.withLock { $0.checked = true }
-        configuration.logger.debug("keychain.open.verified", metadata: ["rows.scanned": "\(rows != nil)"])
-        if rows != nil, let before, FileFingerprint.of(url) == before {
-            recordVerified(before)
-        }
+        configuration.logger.debug("keychain.open.verified", metadata: ["rows": "\(rows.count)"])
     }
 
     /// The XOR of every row's manifest contribution, and how many rows there are.
     func scanRows(_ db: Database) throws -> (digest: Data, count: Int64) {
-        try Self.scanRows(db) { Manifest.contribution($0, key: deviceKeys.manifestKey) }
-    }
-
-    static func scanRows(_ db: Database, contribution: (RowIdentity) -> [UInt8]) throws -> (digest: Data, count: Int64) {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var count: Int64 = 0
-        let rows = try Row.fetchCursor(db, sql: "SELECT \(RowIdentity.columns) FROM items")
-        while let row = try rows.next() {
-            let c = contribution(try RowIdentity(row))
-            for i in 0..<32 { digest[i] ^= c[i] }
-            count += 1
-        }
-        return (Data(digest), count)
-    }
-
-    /// Remembers in the device state that the files, as they are now, were checked.
-    func recordVerified(_ fingerprint: String) {
-        updateDeviceState { state in
-            guard state.verifiedFiles != fingerprint else { return false }
-            state.verifiedFiles = fingerprint
-            return true
-        }
+        try Self.scanRows(db, contribution: Manifest.contributions(key: deviceKeys.manifestKey))
     }
 }

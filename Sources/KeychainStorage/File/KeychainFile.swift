@@ -38,9 +38,6 @@ public final class KeychainFile: Sendable {
     /// The newest epoch this process wrote that the device state does not have yet, and when the state was
     /// last written: the state is advanced at most once a second, and when the keychain locks or closes.
     let epochRecord = Mutex<(pending: Int64?, lastWrite: Date)>((nil, .distantPast))
-    /// Whether this process checked the rows at open (or found them unchanged since the last check), and the epoch
-    /// of its own last commit: at close, a file whose manifest is still ours may be recorded as checked.
-    let integrity = Mutex<(checked: Bool, lastOwnEpoch: Int64?)>((false, nil))
     /// Set by close(); every later call is errSecInvalidKeychain.
     let closed = Mutex(false)
     var statePath: String {
@@ -192,7 +189,7 @@ public final class KeychainFile: Sendable {
     /// so looking never changes the file.
     static func isKeychain(_ url: URL) -> Bool {
         // Only through SQLite: a descriptor of our own on a database this process may have open would, when closed,
-        // drop SQLite's POSIX locks on it (see FileFingerprint). SQLite answers "not a database" for other files.
+        // drop SQLite's POSIX locks on it (closing any descriptor of a file drops every POSIX lock the process holds on it). SQLite answers "not a database" for other files.
         var config = GRDB.Configuration()
         config.readonly = true
         guard let database = try? DatabaseQueue(path: url.path, configuration: config) else { return false }
@@ -337,44 +334,24 @@ public final class KeychainFile: Sendable {
                 return output!
             }
         }
-        integrity.withLock { $0.lastOwnEpoch = epoch }
         recordEpoch(epoch, header: newHeader ?? self.header.withLock { $0 })
         return result
     }
 
     deinit { flushEpoch() }
 
-    /// Closes the file: advances the device state's epoch, checkpoints the WAL into the database, and, when the
-    /// rows were checked at open and every commit since was this process's own, records the files' fingerprint so
-    /// that the next open need not read every row. The handle is unusable afterwards. One state write at most.
+    /// Closes the file: checkpoints the WAL into the database and advances the device state's epoch. The handle
+    /// is unusable afterwards. One state write at most.
     public func close() {
-        let pendingEpoch = takePendingEpoch()
-        let (checked, lastOwnEpoch) = integrity.withLock { $0 }
-        let closing = closed.withLock { closed -> (fileEpoch: Int64?, before: String?)? in
-            guard !closed else { return nil }
+        let wasOpen = closed.withLock { closed -> Bool in
+            guard !closed else { return false }
             closed = true
-            let fileEpoch = try? database.read { db in try Manifest.load(db).epoch }
-            let before = FileFingerprint.of(url)
             // SQLite folds the WAL into the database and deletes it at the last close of the file (unless another
             // process has it open): a WAL left behind would be replayed in full by the next process to open it.
             try? database.close()
-            return (fileEpoch, before)
+            return true
         }
-        let after = FileFingerprint.of(url)
-        updateDeviceState { state in
-            var changed = false
-            if let pendingEpoch, state.epoch < pendingEpoch {
-                state.epoch = pendingEpoch
-                changed = true
-            }
-            if let closing, checked, let fileEpoch = closing.fileEpoch, let after, state.verifiedFiles != after,
-                lastOwnEpoch == nil ? closing.before == state.verifiedFiles : fileEpoch == lastOwnEpoch
-            {
-                state.verifiedFiles = after
-                changed = true
-            }
-            return changed
-        }
+        if wasOpen { flushEpoch() }
     }
 }
 

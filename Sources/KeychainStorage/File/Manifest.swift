@@ -24,7 +24,22 @@ struct Manifest {
     /// check a format-1 file before migrating it).
     static func contributionV1(_ row: RowIdentity, key: SymmetricKey) -> [UInt8] { rowMAC(row, key: key, format: 1) }
 
+    /// ``contribution(_:key:)`` with the key schedule computed once, for the row scan at every open (which reads
+    /// every row: the per-call HMAC key setup was a third of its cost).
+    static func contributions(key: SymmetricKey) -> (RowIdentity) -> [UInt8] {
+        let keyed = HMAC<SHA256>(key: key)
+        return { row in
+            var mac = keyed
+            mac.update(data: rowMACInput(row, format: 2))
+            return Array(mac.finalize())
+        }
+    }
+
     private static func rowMAC(_ row: RowIdentity, key: SymmetricKey, format: Int) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: rowMACInput(row, format: format), using: key))
+    }
+
+    private static func rowMACInput(_ row: RowIdentity, format: Int) -> [UInt8] {
         var aad = AAD(format >= 2 ? "kc2/row" : "kc1/row")
         if format >= 2 { aad.append(row.rowID) }
         aad.append(row.uuid)
@@ -38,7 +53,7 @@ struct Manifest {
             aad.append(row.accountIndex)
             aad.append(row.serviceIndex)
         }
-        return Array(HMAC<SHA256>.authenticationCode(for: aad.bytes, using: key))
+        return aad.bytes
     }
 
     mutating func apply(_ changes: Changes) {
