@@ -59,6 +59,35 @@ struct ReliabilityTests {
         #expect(Self.items(inDump: dump.stdout, service: "conc") == expected)
     }
 
+    @Test("four processes upserting one item (add -U) all succeed, and exactly one item remains")
+    func racingUpsertProcesses() async throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        try tool.run("add-generic-password", "-a", "seed", "-s", "seed", "-w", "x")
+        let failures = try await withThrowingTaskGroup(of: [String].self) { group in
+            for p in 0..<4 {
+                group.addTask {
+                    var failed: [String] = []
+                    for i in 0..<8 {
+                        let result = try tool.run(program: Tool.binary, ["add-generic-password", "-U", "-a", "shared",
+                                                                         "-s", "race", "-w", "v\(p)-\(i)"], stdin: nil)
+                        if result.status != 0 { failed.append("v\(p)-\(i): \(result.status) \(result.stderr)") }
+                    }
+                    return failed
+                }
+            }
+            var all: [String] = []
+            for try await failed in group { all += failed }
+            return all
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let dump = try tool.run("dump-keychain", "-d")
+        let items = Self.items(inDump: dump.stdout, service: "race")
+        #expect(items.count == 1)
+        #expect(items["shared"]?.hasPrefix("v") == true)
+        #expect(dump.stdout.components(separatedBy: "\"svce\"<blob>=\"race\"").count == 2)
+    }
+
     /// account → password of every item of `service` in a `dump-keychain -d` listing.
     static func items(inDump dump: String, service: String) -> [String: String] {
         var out: [String: String] = [:]

@@ -287,4 +287,50 @@ struct PromptOutsideTransactionTests {
         #expect(found?.item.attributes["labl"] == .string("changed"))
         #expect(found?.secret?.unprotectedString() == "protected")
     }
+
+    @Test("while an upsert of a protected duplicate waits for the user, another write goes through")
+    func upsertPromptHoldsNothing() throws {
+        let (t, prompter) = try protectedItemAndConcurrentWriter()
+        var query = try QueryParser.parse(["class": "genp", "acct": "p"], for: .add)
+        query.authenticationContext = AuthenticationContext(prompter: prompter)
+        let changes = try QueryParser.parseUpdate(["labl": "upserted"], itemClass: .genericPassword)
+        #expect(try t.file.addOrUpdate(query, changes: changes, caller: t.caller) == false)
+        #expect(prompter.otherFinished.withLock { $0 })
+        #expect(try t.secret("other") == "x")
+        var read = try QueryParser.parse(["class": "genp", "acct": "p", "r_Attributes": true, "r_Data": true], for: .search)
+        read.authenticationContext = AuthenticationContext(prompter: ConcurrentCallPrompter {})
+        let found = try t.file.search(read, caller: t.caller).first
+        #expect(found?.item.attributes["labl"] == .string("upserted"))
+        #expect(found?.secret?.unprotectedString() == "protected")
+    }
+
+    @Test("upserts of one key from many threads: every call succeeds and one item remains")
+    func racingUpserts() async throws {
+        let t = try TestFile(password: nil)
+        let file = t.file, caller = t.caller
+        let outcomes = await withTaskGroup(of: Int32.self) { group in
+            for thread in 0..<6 {
+                group.addTask {
+                    var failures: Int32 = 0
+                    for i in 0..<10 {
+                        let value = Data("v\(thread)-\(i)".utf8)
+                        do {
+                            let q = try QueryParser.parse(["class": "genp", "acct": "race", "v_Data": .data(value)], for: .add)
+                            let changes = try QueryParser.parseUpdate(["v_Data": .data(value)], itemClass: .genericPassword)
+                            _ = try file.addOrUpdate(q, changes: changes, caller: caller)
+                        } catch {
+                            failures += 1
+                        }
+                    }
+                    return failures
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(outcomes == 0)
+        let all = try t.file.search(QueryParser.parse(["class": "genp", "acct": "race", "m_Limit": "m_LimitAll",
+                                                        "r_Data": true], for: .search), caller: t.caller)
+        #expect(all.count == 1)
+        #expect(all.first?.secret?.unprotectedString()?.hasPrefix("v") == true)
+    }
 }

@@ -6,6 +6,11 @@ import Logging
 import Synchronization
 
 extension KeychainFile {
+    /// How often a write that read its rows outside the transaction (to ask with nothing held) starts again when
+    /// another writer changed them meanwhile. Each retry means another writer made progress, so this bounds the
+    /// wait under contention, not correctness.
+    static let optimisticAttempts = 8
+
     // MARK: - The four calls
 
     /// Adds an item (`SecItemAdd`). Returns what was stored, secret included when the query asks for data.
@@ -31,6 +36,10 @@ extension KeychainFile {
     /// errSecDuplicateItem) exists, applies `changes` to that one item; one transaction, so no other process can
     /// slip in between, and only the duplicate itself is touched, never other items a partial query would match.
     ///
+    /// Like ``update(_:with:caller:)``, in phases so that nobody is asked anything while a transaction is held: find
+    /// the duplicate in a snapshot, authorise and seal outside any transaction (an application password or an ACL
+    /// may ask), then commit only if the row is still as it was read (else start again, a few times).
+    ///
     /// - Returns: true when an item was added, false when the duplicate was updated.
     @discardableResult
     public func addOrUpdate(_ query: ItemQuery, changes: ItemUpdate, caller: Caller) throws(KeychainError) -> Bool {
@@ -44,31 +53,44 @@ extension KeychainFile {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
         }
         let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
-        let added = try write { db, manifestChanges -> Bool in
-            let existing = try Row.fetchCursor(
-                db.cachedStatement(sql: "SELECT \(ItemRow.columns) FROM items WHERE primary_index = ?"),
-                arguments: [primaryIndex]
-            ).nextItemRow()
-            guard let row = existing else {
-                let sealed = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
-                                      applicationPassword: applicationPasswordForWriting(item, query))
-                try insert(sealed, db: db, changes: &manifestChanges)
+        let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
+        let arguments: StatementArguments = [item.itemClass.rawValue, primaryIndex]
+        for _ in 0..<Self.optimisticAttempts {
+            let existing = try read { db in try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow() }
+            let sealed: SealedItem
+            if let row = existing {
+                let (old, _) = try openMeta(row)
+                // The duplicate is in the group the new item would get, which the caller may write.
+                guard try authorize(old, query, db: nil) else { throw KeychainError.duplicateItem() }
+                var updated = try ItemRules.applying(changes, to: old, caller: caller, now: now)
+                if changes.accessControl != nil { try bindEnrolment(&updated) }
+                let secret: SecretBytes
+                if let given = changes.valueData { secret = given } else { secret = try openSecret(row, item: old, query: query) }
+                sealed = try seal(updated, secret: secret, generation: row.generation + 1,
+                                  applicationPassword: applicationPasswordForWriting(updated, query))
+            } else {
+                sealed = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
+                                  applicationPassword: applicationPasswordForWriting(item, query))
+            }
+            let committed = try write { db, manifestChanges -> Bool in
+                let current = try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow()
+                guard current?.rowID == existing?.rowID, current?.uuid == existing?.uuid,
+                    current?.generation == existing?.generation
+                else { return false }  // added, changed or deleted by another writer since it was read
+                if let row = existing {
+                    manifestChanges.removed.append(contribution(of: row))
+                    try replace(rowID: row.rowID, with: sealed, db: db, changes: &manifestChanges)
+                } else {
+                    try insert(sealed, db: db, changes: &manifestChanges)
+                }
                 return true
             }
-            let (old, _) = try openMeta(row)
-            // The duplicate is in the group the new item would get, which the caller may write.
-            guard try authorize(old, query, db: db) else { throw KeychainError.duplicateItem() }
-            var updated = try ItemRules.applying(changes, to: old, caller: caller, now: now)
-            if changes.accessControl != nil { try bindEnrolment(&updated) }
-            let secret = try changes.valueData ?? openSecret(row, item: old, query: query)
-            let sealed = try seal(updated, secret: secret, generation: row.generation + 1,
-                                  applicationPassword: applicationPasswordForWriting(updated, query))
-            manifestChanges.removed.append(contribution(of: row))
-            try replace(rowID: row.rowID, with: sealed, db: db, changes: &manifestChanges)
-            return false
+            if committed {
+                configuration.logger.debug("item.upsert", metadata: ["item.added": "\(existing == nil)"])
+                return existing == nil
+            }
         }
-        configuration.logger.debug("item.upsert", metadata: ["item.added": "\(added)"])
-        return added
+        throw KeychainError(.internalComponent, "the item kept changing while it was being stored; try again")
     }
 
     /// Adds several items in one transaction (an import): all of them, or none if any fails.
@@ -160,7 +182,7 @@ extension KeychainFile {
         // matches; authorise them and seal their new versions (asking if need be); then, in one write transaction,
         // replace exactly the rows that were read, unchanged since. If another writer changed one meanwhile, start
         // again (a few times) rather than overwrite what it wrote.
-        for _ in 0..<3 {
+        for _ in 0..<Self.optimisticAttempts {
             let matches = try read { db -> [(ItemRow, Item)] in
                 var out: [(ItemRow, Item)] = []
                 for row in try candidateRows(for: query, db: db) {
@@ -182,12 +204,9 @@ extension KeychainFile {
             }
             if prepared.isEmpty { throw KeychainError.itemNotFound() }
             let count = try write { db, changes -> Int? in
+                // Changed by another writer since it was read: write nothing, start again.
+                guard try unchanged(prepared.map(\.row), db: db) else { return nil }
                 for (row, sealed) in prepared {
-                    let current = try Row.fetchOne(
-                        db.cachedStatement(sql: "SELECT uuid, gen FROM items WHERE rowid = ?"), arguments: [row.rowID])
-                    guard let current, try current.required(at: 0) as Data == row.uuid,
-                        try current.required(at: 1) as Int64 == row.generation
-                    else { return nil }  // changed by another writer since it was read
                     changes.removed.append(contribution(of: row))
                     try replace(rowID: row.rowID, with: sealed, db: db, changes: &changes)
                 }
@@ -206,13 +225,18 @@ extension KeychainFile {
     public func delete(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> Int {
         applyAutoLock()
         if let group = query.accessGroup { try caller.checkReadable(group) }
-        let count = try write { db, changes -> Int in
-            let deleted = try deleteMatches(query, caller: caller, db: db, changes: &changes)
-            if deleted == 0 { throw KeychainError.itemNotFound() }
-            return deleted
+        for _ in 0..<Self.optimisticAttempts {
+            let doomed = try deletableMatches(query, caller: caller)
+            if doomed.isEmpty { throw KeychainError.itemNotFound() }
+            let count = try write { db, changes -> Int? in
+                try delete(doomed, db: db, changes: &changes) ? doomed.count : nil
+            }
+            if let count {
+                configuration.logger.debug("item.delete", metadata: ["item.count": "\(count)"])
+                return count
+            }
         }
-        configuration.logger.debug("item.delete", metadata: ["item.count": "\(count)"])
-        return count
+        throw KeychainError(.internalComponent, "the items kept changing while they were being deleted; try again")
     }
 
     /// Deletes every item `matching` selects, then adds the item `query` describes, in one transaction: a
@@ -230,31 +254,61 @@ extension KeychainFile {
         }
         let sealed = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
                               applicationPassword: applicationPasswordForWriting(item, query))
-        let deleted = try write { db, changes -> Int in
-            let deleted = try deleteMatches(matching, caller: caller, db: db, changes: &changes)
-            try insert(sealed, db: db, changes: &changes)
-            return deleted
+        for _ in 0..<Self.optimisticAttempts {
+            let doomed = try deletableMatches(matching, caller: caller)
+            let deleted = try write { db, changes -> Int? in
+                guard try delete(doomed, db: db, changes: &changes) else { return nil }
+                try insert(sealed, db: db, changes: &changes)
+                return doomed.count
+            }
+            if let deleted {
+                configuration.logger.debug("item.replace", metadata: ["item.count": "\(deleted)"])
+                return deleted
+            }
         }
-        configuration.logger.debug("item.replace", metadata: ["item.count": "\(deleted)"])
-        return deleted
+        throw KeychainError(.internalComponent, "the items kept changing while they were being replaced; try again")
     }
 
-    private func deleteMatches(_ query: ItemQuery, caller: Caller, db: Database, changes: inout Manifest.Changes)
-        throws -> Int
-    {
-        var deleted = 0
-        for row in try candidateRows(for: query, db: db) {
-            let (item, _) = try openMeta(row)
-            guard ItemRules.matches(item, query, caller: caller) else { continue }
+    /// The rows a delete of `query` removes, read in one snapshot and authorised with no transaction held.
+    private func deletableMatches(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> [ItemRow] {
+        let matches = try read { db -> [(ItemRow, Item)] in
+            try candidateRows(for: query, db: db).compactMap { row in
+                let (item, _) = try openMeta(row)
+                return ItemRules.matches(item, query, caller: caller) ? (row, item) : nil
+            }
+        }
+        var doomed: [ItemRow] = []
+        for (row, item) in matches {
             // The ACL map decides: made from flags, `odel` is true (Apple), so no authentication is asked.
             if case .requires = item.accessControl?.constraint(for: .delete) {
-                guard try authorize(item, query, db: db) else { continue }
+                guard try authorize(item, query, db: nil) else { continue }
             }
+            doomed.append(row)
+        }
+        return doomed
+    }
+
+    /// Deletes exactly `rows`; false (nothing deleted) when any of them changed since it was read.
+    private func delete(_ rows: [ItemRow], db: Database, changes: inout Manifest.Changes) throws -> Bool {
+        guard try unchanged(rows, db: db) else { return false }
+        for row in rows {
             try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
             changes.removed.append(contribution(of: row))
-            deleted += 1
         }
-        return deleted
+        return true
+    }
+
+    /// Whether every one of `rows` is still in the file as it was read (same rowid, identity and generation).
+    /// Checked before anything is written, so a transaction that finds a change writes nothing.
+    private func unchanged(_ rows: [ItemRow], db: Database) throws -> Bool {
+        for row in rows {
+            let current = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT uuid, gen FROM items WHERE rowid = ?"), arguments: [row.rowID])
+            guard let current, try current.required(at: 0) as Data == row.uuid,
+                try current.required(at: 1) as Int64 == row.generation
+            else { return false }
+        }
+        return true
     }
 
     /// Every item in the file, whatever its group (for `dump-keychain`); locked classes are skipped.
