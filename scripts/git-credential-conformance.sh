@@ -3,6 +3,8 @@
 # git-credential-keychain, with the git installed on this machine. git's test suite comes from Debian's source
 # package of that same git; only its test harness (test-tool) is built.
 #   scripts/git-credential-conformance.sh            (after `swift build`)
+#   KEYCHAIN_BACKEND=daemon scripts/git-credential-conformance.sh     (the helper through keychaind, started on
+#                                                     demand in a runtime directory of this run, stopped after it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$(swift build --show-bin-path)"
@@ -31,12 +33,30 @@ if [ ! -x "$src/t/helper/test-tool" ]; then
     make -C "$src/templates" NO_PERL=1 >/dev/null
 fi
 
+backend="${KEYCHAIN_BACKEND:-embedded}"
+setup="export PATH=$bin:\$PATH KEYCHAIN_BACKEND=$backend"
+if [ "$backend" = daemon ]; then
+    runtime="$(mktemp -d)"
+    chmod 700 "$runtime"
+    setup="$setup XDG_RUNTIME_DIR=$runtime"
+    stop_daemons() {
+        for lock in "$runtime"/keychain/*.lock; do [ -f "$lock" ] && kill "$(cat "$lock")" 2>/dev/null || true; done
+        for _ in $(seq 1 100); do ls "$runtime"/keychain/*.sock >/dev/null 2>&1 || break; sleep 0.05; done
+        rm -rf "$runtime"
+    }
+    trap stop_daemons EXIT
+fi
+
 cd "$src/t"
 rm -rf "trash directory.t0303-credential-external"
 out="$(GIT_TEST_INSTALLED="$(dirname "$(command -v git)")" GIT_TEST_CREDENTIAL_HELPER=keychain \
-    GIT_TEST_CREDENTIAL_HELPER_SETUP="export PATH=$bin:\$PATH" sh t0303-credential-external.sh 2>&1)" || true
+    GIT_TEST_CREDENTIAL_HELPER_SETUP="$setup" sh t0303-credential-external.sh 2>&1)" || true
+if [ "$backend" = daemon ] && ! ls "$runtime"/keychain/*.sock >/dev/null 2>&1; then
+    echo "no keychaind served the run (nothing in $runtime/keychain)" >&2
+    exit 1
+fi
 echo "$out" | grep -E '^(ok|not ok|# )' || true
 passed=$(echo "$out" | grep -c '^ok ' || true)
 failed=$(echo "$out" | grep -c '^not ok ' || true)
-echo "git t0303-credential-external (helper conformance): $passed of $((passed + failed)) checks passed"
+echo "git t0303-credential-external (helper conformance, $backend): $passed of $((passed + failed)) checks passed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

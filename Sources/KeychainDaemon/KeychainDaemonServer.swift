@@ -83,12 +83,20 @@ public final class KeychainDaemonServer: Sendable {
     /// (in-flight calls finish first; the WAL is folded back) and removes the socket.
     public func run() {
         // Idle keychains lock on time, not only at their next use: the keys leave the daemon's memory.
+        // And, as gpg-agent does, a daemon whose socket was removed or replaced (the runtime directory cleaned at
+        // logout, a test's home deleted) can no longer be reached: it closes its keychains and ends.
+        let socketAtStart = Self.identity(of: socket.path)
         let idleLocker = Thread { [self] in
             while !stopped.load(ordering: .relaxed) {
                 sleep(1)
                 let paths = files
                 for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
                     file.lockIfIdle()
+                }
+                if socketAtStart != nil, Self.identity(of: socket.path) != socketAtStart {
+                    FileHandle.standardError.write(Data("keychaind: \(socket.path) was removed or replaced; stopping\n".utf8))
+                    stop()
+                    return
                 }
             }
         }
@@ -109,10 +117,18 @@ public final class KeychainDaemonServer: Sendable {
         // The files the daemon's clients used (in keychaind that is every open file; a server run inside another
         // program, as in the tests, leaves that program's own handles alone).
         for path in files { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
-        unlink(socket.path)
+        // Only our own socket: a daemon started after ours lost its directory may already serve a new one there.
+        if Self.identity(of: socket.path) == socketAtStart { unlink(socket.path) }
     }
 
     public func stop() { _ = shutdown(listeningDescriptor, Int32(SHUT_RDWR)) }
+
+    /// Device and inode of the file at `path`, or nil when there is none.
+    private static func identity(of path: String) -> [UInt64]? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return [UInt64(info.st_dev), UInt64(info.st_ino)]
+    }
 
     private let stopped = Atomic(false)
     /// The services of the connections being served, and the files of those that ended: what the daemon locks when

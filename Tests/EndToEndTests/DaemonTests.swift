@@ -150,6 +150,26 @@ struct DaemonTests {
         #expect(home.daemonPID != nil && home.daemonPID != first)
     }
 
+    @Test("a daemon whose socket is removed (runtime directory cleaned) closes its keychains and ends")
+    func socketRemoved() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "add-generic-password", "-a", "a", "-s", "s", "-w", "kept").status == 0)
+        let pid = try #require(home.daemonPID)
+        try FileManager.default.removeItem(at: home.tool.home.appendingPathComponent("run/keychain"))
+        var ended = false
+        for _ in 0..<100 where !ended {
+            usleep(100_000)
+            ended = kill(pid, 0) != 0 || isZombie(pid)
+        }
+        #expect(ended)
+        // Everything it acknowledged is on disk, and the next client starts a new daemon.
+        try FileManager.default.createDirectory(at: home.tool.home.appendingPathComponent("run"),
+                                                withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        #expect(try home.run("security", "find-generic-password", "-a", "a", "-s", "s", "-w").stdout == "kept\n")
+        #expect(home.daemonPID != nil && home.daemonPID != pid)
+    }
+
     @Test("SIGKILL of the daemon during writes: every acknowledged write survives; the next client starts a new one")
     func killedDuringWrites() throws {
         let home = try DaemonHome()
@@ -173,7 +193,8 @@ struct DaemonTests {
             for entry in acknowledged {
                 let account = "k\(entry / 10)-\(entry % 10)"
                 let found = try home.run("security", "find-generic-password", "-a", account, "-s", "kill", "-w")
-                #expect(found.stdout == "v\(entry / 10)-\(entry % 10)\n", "round \(round): \(account)")
+                #expect(found.stdout == "v\(entry / 10)-\(entry % 10)\n",
+                        "round \(round): \(account): exit \(found.status), \(found.stderr)")
             }
         }
         #expect(!acknowledged.isEmpty)

@@ -64,6 +64,16 @@ struct Tool: Sendable {
         environment["XDG_STATE_HOME"] = home.appendingPathComponent("state").path
         environment["XDG_CONFIG_HOME"] = home.appendingPathComponent("config").path
         environment["HOME"] = home.path
+        // KEYCHAIN_TEST_BACKEND=daemon runs the same commands through keychaind, started on demand in a runtime
+        // directory inside this home: removing the home at the end of a test removes its socket, and the daemon
+        // then ends by itself. (.ci/run runs the credential-helper suites this way too.)
+        if environment["KEYCHAIN_TEST_BACKEND"] == "daemon" {
+            let runtime = home.appendingPathComponent("run")
+            try? FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
+                                                     attributes: [.posixPermissions: 0o700])
+            environment["KEYCHAIN_BACKEND"] = "daemon"
+            environment["XDG_RUNTIME_DIR"] = runtime.path
+        }
         return environment
     }
 

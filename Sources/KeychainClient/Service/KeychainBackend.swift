@@ -23,7 +23,8 @@ public enum KeychainBackend {
         case "daemon":
             if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
             try startDaemon(environment: environment)
-            for _ in 0..<250 {
+            // Up to 15 s: on a loaded machine a starting daemon can take seconds to bind (each try is cheap).
+            for _ in 0..<750 {
                 if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
                 usleep(20_000)
             }
