@@ -23,10 +23,13 @@ public struct CallerPolicy: Sendable {
         guard let executable = peer.executable else { return nil }
         let url = URL(fileURLWithPath: executable)
         let name = url.lastPathComponent
+        // The program for trusted-application lists. An executable the daemon cannot read (mode 0111) gets an
+        // empty digest: it is still checked, by path alone, never let through unchecked.
+        let application = TrustedApplication(path: executable, digest: peer.executableDigest ?? Data())
         if let group = Self.tools[name], url.deletingLastPathComponent().path == toolDirectory {
-            return Caller(accessGroups: [group, Caller.wildcardGroup])
+            return Caller(accessGroups: [group, Caller.wildcardGroup], application: application)
         }
         let identity = ApplicationIdentity.current(executable: url, environment: [:])
-        return Caller(accessGroups: identity.accessGroups)
+        return Caller(accessGroups: identity.accessGroups, application: application)
     }
 }

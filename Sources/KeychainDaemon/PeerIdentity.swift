@@ -1,6 +1,7 @@
 import CKeychainLinux
 import Foundation
 import KeychainCore
+import KeychainStorage
 
 #if canImport(Glibc)
 import Glibc
@@ -12,11 +13,15 @@ public struct PeerIdentity: Sendable, Hashable {
     public var uid: uid_t
     /// The canonical path of the peer's executable (`/proc/PID/exe`), nil when it cannot be read.
     public var executable: String?
+    /// SHA-256 of that executable (read through `/proc/PID/exe`, so the file the process runs, even if the path
+    /// was replaced since); nil when it cannot be read.
+    public var executableDigest: Data?
 
-    public init(pid: pid_t, uid: uid_t, executable: String?) {
+    public init(pid: pid_t, uid: uid_t, executable: String?, executableDigest: Data? = nil) {
         self.pid = pid
         self.uid = uid
         self.executable = executable
+        self.executableDigest = executableDigest
     }
 
     /// The peer of a connected socket: SO_PEERCRED, then `/proc/PID/exe`, read twice around the credentials
@@ -26,9 +31,10 @@ public struct PeerIdentity: Sendable, Hashable {
         guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0 else { return nil }
         let first = executable(of: pid)
         let start = startTime(of: pid)
+        let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
         guard first == second, start != nil, start == startTime(of: pid) else { return nil }
-        return PeerIdentity(pid: pid, uid: uid, executable: first)
+        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest)
     }
 
     static func executable(of pid: pid_t) -> String? {

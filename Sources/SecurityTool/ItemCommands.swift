@@ -49,6 +49,17 @@ struct ItemCommands {
             guard atyp.utf8.count == 4 else { throw .fourCharCode }
             attributes["atyp"] = .string(atyp)
         }
+        // Trusted applications, as on macOS: -A any program; -T app (repeatable) exactly these; -T "" none, so even
+        // this command is asked next time; neither: the program that adds the item. Applied when the item is added.
+        let trusted = opts.options.filter { $0.0 == "T" }.compactMap(\.1)
+        if opts.has("A") {
+            attributes["acls"] = .bool(true)
+        } else if opts.has("T") {
+            let cwd = FileManager.default.currentDirectoryPath
+            attributes["acls"] = .array(trusted.filter { !$0.isEmpty }.map {
+                .string($0.hasPrefix("/") ? $0 : URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: cwd)).path)
+            })
+        }
         let secret: SecretBytes
         if promptForPassword {
             guard let typed = Terminal.newPassword(prompt: "password data for new item: ",
@@ -72,6 +83,7 @@ struct ItemCommands {
                 // Add, or update the duplicate (the same primary key) in the same transaction.
                 var changes = attributes
                 changes.removeValue(forKey: "class")
+                changes.removeValue(forKey: "acls")
                 try session.service.upsert(attributes, secret: secret, attributes: changes, in: keychain)
             } else {
                 var dictionary = attributes

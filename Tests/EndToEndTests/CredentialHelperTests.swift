@@ -161,9 +161,10 @@ struct GitHelperSafetyTests {
     func noInjection() throws {
         let tool = Tool()
         defer { try? FileManager.default.removeItem(at: tool.home) }
-        // An account that holds a newline, stored by another program through the security command.
+        // An account that holds a newline, stored by another program through the security command (readable by
+        // any program, so that the helper does read it through keychaind too).
         #expect(try tool.run("add-internet-password", "-a", "u\nurl=https://evil.example/", "-s", "a.example",
-                             "-r", "htps", "-w", "pw").status == 0)
+                             "-r", "htps", "-A", "-w", "pw").status == 0)
         let got = try git(tool, "get", "protocol=https\nhost=a.example\n\n")
         #expect(!got.stdout.contains("url="))
         #expect(got.status != 0)

@@ -309,7 +309,8 @@ struct ItemFlagTests {
         let tool = Tool()
         defer { try? FileManager.default.removeItem(at: tool.home) }
         #expect(try tool.run("add-generic-password", "-a", "acc", "-s", "svc", "-l", "Label", "-D", "kind", "-j", "note",
-                             "-G", "gen", "-c", "crea", "-C", "type", "-T", "/usr/bin/git", "-w", "pw").status == 0)
+                             "-G", "gen", "-c", "crea", "-C", "type", "-T", "/usr/bin/git", "-T", Tool.binary.path,
+                             "-w", "pw").status == 0)
         let out = try tool.run("find-generic-password", "-l", "Label").stdout
         for line in ["    0x00000007 <blob>=\"Label\"", "    \"desc\"<blob>=\"kind\"", "    \"icmt\"<blob>=\"note\"",
                      "    \"gena\"<blob>=\"gen\"", "    \"crtr\"<uint32>=\"crea\"", "    \"type\"<uint32>=\"type\""] {

@@ -174,7 +174,7 @@ public final class EmbeddedKeychainService: KeychainService {
     public func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError)
         -> [FoundItem]
     {
-        try file(keychain).allItems(includingSecrets: includingSecrets)
+        try file(keychain).allItems(includingSecrets: includingSecrets, caller: caller)
     }
 
     public func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext,

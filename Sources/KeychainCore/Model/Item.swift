@@ -6,14 +6,18 @@ public struct Item: Sendable, Hashable {
     /// Every attribute the item has, `agrp`, `pdmn`, `sync`, `cdat` and `mdat` included.
     public var attributes: [String: AttributeValue]
     public var accessControl: AccessControl?
+    /// The programs that read the secret without being asked; nil: every program (items stored before these lists
+    /// existed, and items stored where the creating program is not known, as in embedded mode).
+    public var applicationAccess: ApplicationAccess?
     /// The stable identity behind the item's persistent reference.
     public var uuid: UUID
 
     public init(itemClass: ItemClass, attributes: [String: AttributeValue], accessControl: AccessControl? = nil,
-                uuid: UUID = UUID()) {
+                applicationAccess: ApplicationAccess? = nil, uuid: UUID = UUID()) {
         self.itemClass = itemClass
         self.attributes = attributes
         self.accessControl = accessControl
+        self.applicationAccess = applicationAccess
         self.uuid = uuid
     }
 

@@ -62,6 +62,8 @@ public struct ItemQuery: Sendable {
     public var returnTypes: ReturnTypes = []
     public var authenticationUI: AuthenticationUI = .allow
     public var operationPrompt: String?
+    /// `kSecAttrAccess` on an add: the trusted applications asked for (nil: the creating program alone).
+    public var applicationAccess: ApplicationAccessRequest?
     /// `kSecUseAuthenticationContext`.
     public var authenticationContext: AuthenticationContext?
     /// True when the dictionary named any `kSecMatch*` key (the rules for update and delete care).

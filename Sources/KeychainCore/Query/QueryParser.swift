@@ -46,6 +46,10 @@ public enum QueryParser {
             if value == .null && key != "musr" { throw .param("\(key) has a null value") }
             if key.utf8.count == 4 {
                 if key == "nleg" { continue }
+                if key == "acls" {
+                    query.applicationAccess = try applicationAccess(value, operation: operation)
+                    continue
+                }
                 if key == "clip" { throw .param("clip is not allowed") }
                 guard let descriptor = schema[key] else { throw .noSuchAttr(key) }
                 hasAttributeKey = true
@@ -141,6 +145,28 @@ public enum QueryParser {
             break
         }
         return query
+    }
+
+    /// `kSecAttrAccess` ("acls"): on macOS a SecAccessRef with the trusted applications. Here `true` trusts every
+    /// program and an array of executable paths trusts those (empty: none). Only an add sets it.
+    static func applicationAccess(_ value: QueryValue, operation: Operation) throws(KeychainError)
+        -> ApplicationAccessRequest
+    {
+        guard operation == .add else { throw .param("kSecAttrAccess is set only when an item is added") }
+        switch value {
+        case .bool(true): return .anyApplication
+        case .array(let entries):
+            var paths: [String] = []
+            for entry in entries {
+                guard case .string(let path) = entry, path.hasPrefix("/") else {
+                    throw .param("kSecAttrAccess lists applications by absolute path")
+                }
+                paths.append(path)
+            }
+            return .applications(paths)
+        default:
+            throw .param("kSecAttrAccess must be a list of application paths, or true for any application")
+        }
     }
 
     /// Parses `attributesToUpdate` for `SecItemUpdate`: only attributes of the class and `kSecValueData`.

@@ -5,13 +5,17 @@ import Foundation
 /// The list order matters: the first group is where an add without `kSecAttrAccessGroup` lands.
 public struct Caller: Sendable, Hashable {
     public var accessGroups: [String]
+    /// The calling program as the kernel reports it (keychaind: the peer's executable and its digest); nil where
+    /// it cannot be known for certain (embedded mode), and then trusted-application lists are not enforced.
+    public var application: TrustedApplication?
 
     /// The group the token items live in; readable, never writable.
     public static let tokenGroup = "com.apple.token"
     /// A caller entitled to every group.
     public static let wildcardGroup = "*"
 
-    public init(accessGroups: [String]) {
+    public init(accessGroups: [String], application: TrustedApplication? = nil) {
+        self.application = application
         // com.apple.token is always last (and never a default for writes).
         var groups = accessGroups.filter { $0 != Self.tokenGroup }
         if accessGroups.contains(Self.tokenGroup) { groups.append(Self.tokenGroup) }

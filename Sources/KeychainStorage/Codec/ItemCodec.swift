@@ -3,10 +3,11 @@ import KeychainCore
 
 /// The plaintext of an item's encrypted metadata: its attributes and access control, in a compact binary form.
 enum ItemCodec {
-    /// 3 pads the encoding with zeros to a size bucket (``paddedSize(_:)``), so the ciphertext no longer tells the
-    /// attributes' total length; 2 added the bound biometric enrolment after the access-control flags. 1 and 2 are
-    /// still read (rows are re-encoded when next written).
-    static let version: UInt8 = 3
+    /// 4 adds the trusted applications after the attributes (``ApplicationAccess``; items of earlier versions
+    /// trust every program); 3 pads the encoding with zeros to a size bucket (``paddedSize(_:)``), so the
+    /// ciphertext no longer tells the attributes' total length; 2 added the bound biometric enrolment after the
+    /// access-control flags. 1 to 3 are still read (rows are re-encoded when next written).
+    static let version: UInt8 = 4
 
     /// At least 256 bytes, then the next power of two: the length reveals only which bucket the item is in.
     static func paddedSize(_ length: Int) -> Int {
@@ -32,6 +33,17 @@ enum ItemCodec {
             case .data(let d): out.append(0x62); appendBytes(Array(d), to: &out)
             case .number(let n): out.append(0x6e); appendInt(n, to: &out)
             case .date(let t): out.append(0x64); appendInt(Int64(bitPattern: t.bitPattern), to: &out)
+            }
+        }
+        switch item.applicationAccess {
+        case nil: out.append(0)
+        case .anyApplication: out.append(1)
+        case .trusted(let list):
+            out.append(2)
+            appendInt(Int64(list.count), to: &out)
+            for application in list {
+                appendString(application.path, to: &out)
+                appendBytes(Array(application.digest), to: &out)
             }
         }
         out.append(contentsOf: repeatElement(0, count: paddedSize(out.count) - out.count))
@@ -67,6 +79,22 @@ enum ItemCodec {
             default: throw .decode("metadata")
             }
         }
+        var applicationAccess: ApplicationAccess?
+        if v >= 4 {
+            switch reader.byte() {
+            case 0: applicationAccess = nil
+            case 1: applicationAccess = .anyApplication
+            case 2:
+                guard let n = reader.int(), n >= 0, n < 1_000 else { throw .decode("metadata") }
+                var list: [TrustedApplication] = []
+                for _ in 0..<n {
+                    guard let path = reader.string(), let digest = reader.blob() else { throw .decode("metadata") }
+                    list.append(TrustedApplication(path: path, digest: Data(digest)))
+                }
+                applicationAccess = .trusted(list)
+            default: throw .decode("metadata")
+            }
+        }
         // Version 3's padding: zeros only, up to exactly the bucket size.
         if v >= 3 {
             guard reader.bytes.count == paddedSize(reader.offset), reader.bytes[reader.offset...].allSatisfy({ $0 == 0 })
@@ -74,7 +102,8 @@ enum ItemCodec {
         } else {
             guard reader.atEnd else { throw .decode("metadata") }
         }
-        return Item(itemClass: itemClass, attributes: attributes, accessControl: accessControl, uuid: uuid)
+        return Item(itemClass: itemClass, attributes: attributes, accessControl: accessControl,
+                    applicationAccess: applicationAccess, uuid: uuid)
     }
 
     private static func appendInt(_ n: Int64, to out: inout [UInt8]) {

@@ -17,6 +17,7 @@ extension KeychainFile {
     public func add(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> FoundItem {
         applyAutoLock()
         var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
+        item.applicationAccess = try applicationAccess(for: query, caller: caller)
         try bindEnrolment(&item)
         if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
             // Apple remaps the underlying errSecDecode to errSecAuthFailed for akpu without a passcode.
@@ -47,6 +48,7 @@ extension KeychainFile {
         if let group = changes.accessGroup { try caller.checkWritable(group) }
         let now = configuration.clock()
         var item = try ItemRules.newItem(from: query, caller: caller, now: now)
+        item.applicationAccess = try applicationAccess(for: query, caller: caller)
         try bindEnrolment(&item)
         let newAccessibility = changes.accessControl?.protection ?? changes.accessibility ?? item.accessibility
         if newAccessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
@@ -65,7 +67,15 @@ extension KeychainFile {
                 var updated = try ItemRules.applying(changes, to: old, caller: caller, now: now)
                 if changes.accessControl != nil { try bindEnrolment(&updated) }
                 let secret: SecretBytes
-                if let given = changes.valueData { secret = given } else { secret = try openSecret(row, item: old, query: query) }
+                if let given = changes.valueData { secret = given } else {
+                    // Keeping the old secret means reading it: the caller's program must be trusted for that.
+                    let approval = try approveApplication(old, query, caller: caller)
+                    if approval == .leaveOut { throw KeychainError.interactionNotAllowed() }
+                    if case .allowedAlways(let application) = approval {
+                        updated.applicationAccess = (updated.applicationAccess ?? .trusted([])).trusting(application)
+                    }
+                    secret = try openSecret(row, item: old, query: query)
+                }
                 sealed = try seal(updated, secret: secret, generation: row.generation + 1,
                                   applicationPassword: applicationPasswordForWriting(updated, query))
             } else {
@@ -100,7 +110,8 @@ extension KeychainFile {
         var sealed: [SealedItem] = []
         sealed.reserveCapacity(queries.count)
         for query in queries {
-            let item = try ItemRules.newItem(from: query, caller: caller, now: now)
+            var item = try ItemRules.newItem(from: query, caller: caller, now: now)
+            item.applicationAccess = try applicationAccess(for: query, caller: caller)
             if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
                 throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
             }
@@ -131,7 +142,7 @@ extension KeychainFile {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
                 out.append((row, item))
-                if !needsAuthentication(item) { certain += 1 }
+                if !needsAuthentication(item) && !(wantsSecret && needsApproval(item, caller: caller)) { certain += 1 }
                 if let limit = query.limit.count, certain >= limit { break }
             }
             return out
@@ -141,7 +152,13 @@ extension KeychainFile {
             if try !authorize(item, query, db: nil) { continue }
             var secret: SecretBytes?
             if wantsSecret {
-                secret = try openSecret(row, item: item, query: query)
+                let approval = try approveApplication(item, query, caller: caller)
+                if approval == .leaveOut { continue }
+                let opened = try openSecret(row, item: item, query: query)
+                if case .allowedAlways(let application) = approval {
+                    rememberTrust(application, row: row, item: item, secret: opened, query: query)
+                }
+                secret = opened
             } else if item.accessControl?.needsApplicationPassword == true {
                 // Apple decrypts an item with access-control constraints even for an attribute-only read, so its
                 // application password is needed (semantics §5.3): UI Skip leaves the item out, UI Fail without
@@ -197,7 +214,15 @@ extension KeychainFile {
                 var newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
                 if update.accessControl != nil { try bindEnrolment(&newItem) }
                 let secret: SecretBytes
-                if let given = update.valueData { secret = given } else { secret = try openSecret(row, item: item, query: query) }
+                if let given = update.valueData { secret = given } else {
+                    // Keeping the old secret means reading it: the caller's program must be trusted for that.
+                    let approval = try approveApplication(item, query, caller: caller)
+                    if approval == .leaveOut { continue }
+                    if case .allowedAlways(let application) = approval {
+                        newItem.applicationAccess = (newItem.applicationAccess ?? .trusted([])).trusting(application)
+                    }
+                    secret = try openSecret(row, item: item, query: query)
+                }
                 let appPassword = try applicationPasswordForWriting(newItem, query)
                 prepared.append((row, try seal(newItem, secret: secret, generation: row.generation + 1,
                                                applicationPassword: appPassword)))
@@ -248,6 +273,7 @@ extension KeychainFile {
         applyAutoLock()
         if let group = matching.accessGroup { try caller.checkReadable(group) }
         var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
+        item.applicationAccess = try applicationAccess(for: query, caller: caller)
         try bindEnrolment(&item)
         if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
@@ -300,7 +326,7 @@ extension KeychainFile {
 
     /// Whether every one of `rows` is still in the file as it was read (same rowid, identity and generation).
     /// Checked before anything is written, so a transaction that finds a change writes nothing.
-    private func unchanged(_ rows: [ItemRow], db: Database) throws -> Bool {
+    func unchanged(_ rows: [ItemRow], db: Database) throws -> Bool {
         for row in rows {
             let current = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT uuid, gen FROM items WHERE rowid = ?"), arguments: [row.rowID])
@@ -312,7 +338,8 @@ extension KeychainFile {
     }
 
     /// Every item in the file, whatever its group (for `dump-keychain`); locked classes are skipped.
-    public func allItems(includingSecrets: Bool) throws(KeychainError) -> [FoundItem] {
+    /// Secrets are included only for items the caller's program is trusted by (nobody is asked for a listing).
+    public func allItems(includingSecrets: Bool, caller: Caller) throws(KeychainError) -> [FoundItem] {
         applyAutoLock()
         return try read { db in
             var out: [FoundItem] = []
@@ -321,7 +348,9 @@ extension KeychainFile {
                 guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
                 var secret: SecretBytes?
-                if includingSecrets && item.accessControl == nil { secret = try openSecret(row, item: item, query: nil) }
+                if includingSecrets && item.accessControl == nil && !needsApproval(item, caller: caller) {
+                    secret = try openSecret(row, item: item, query: nil)
+                }
                 out.append(FoundItem(item: item, secret: secret))
             }
             return out
@@ -344,7 +373,7 @@ extension KeychainFile {
     }
 
     /// Rewrites a row in place (one UPDATE: only the indexes whose values change are touched).
-    private func replace(rowID: Int64, with s: SealedItem, db: Database, changes: inout Manifest.Changes) throws {
+    func replace(rowID: Int64, with s: SealedItem, db: Database, changes: inout Manifest.Changes) throws {
         try db.cachedStatement(
             sql: """
                 UPDATE items SET uuid = ?, kind = ?, class = ?, sync = ?, gen = ?, primary_index = ?, group_index = ?,
@@ -358,7 +387,7 @@ extension KeychainFile {
         changes.added.append(Manifest.contribution(s.identity(rowID: rowID), key: deviceKeys.manifestKey))
     }
 
-    private func contribution(of row: ItemRow) -> [UInt8] {
+    func contribution(of row: ItemRow) -> [UInt8] {
         Manifest.contribution(row.identity, key: deviceKeys.manifestKey)
     }
 

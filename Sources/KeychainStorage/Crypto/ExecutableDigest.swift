@@ -1,0 +1,54 @@
+import Crypto
+import Foundation
+import KeychainCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The SHA-256 of a program's executable, which names it in trusted-application lists.
+///
+/// Hashing a large executable takes tens of milliseconds, so digests are kept per file version (device, inode,
+/// size, modification and change time): a rebuilt or replaced binary is hashed again, an unchanged one once.
+public enum ExecutableDigest {
+    private struct Version: Hashable {
+        var device: UInt64, inode: UInt64, size: Int64, modified: Int64, modifiedNanos: Int, changed: Int64, changedNanos: Int
+    }
+    private static let cache = Mutex<[Version: Data]>([:])
+
+    /// The digest of the file at `path` (`/proc/PID/exe` works: it opens the process's own executable even when
+    /// the path was since replaced), or nil when it cannot be read as a regular file.
+    public static func of(path: String) -> Data? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        let version = Version(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                              modified: Int64(info.st_mtim.tv_sec), modifiedNanos: info.st_mtim.tv_nsec,
+                              changed: Int64(info.st_ctim.tv_sec), changedNanos: info.st_ctim.tv_nsec)
+        if let known = cache.withLock({ $0[version] }) { return known }
+        var hasher = SHA256()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+        let digest = Data(hasher.finalize())
+        cache.withLock { $0[version] = digest }
+        return digest
+    }
+
+    /// The program at `path` as a trusted-application entry: canonical path (symbolic links resolved) and digest.
+    public static func application(at path: String) -> TrustedApplication? {
+        guard let canonical = realpath(path, nil) else { return nil }
+        defer { free(canonical) }
+        let resolved = String(cString: canonical)
+        guard let digest = of(path: resolved) else { return nil }
+        return TrustedApplication(path: resolved, digest: digest)
+    }
+}

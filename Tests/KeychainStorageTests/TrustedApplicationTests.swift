@@ -1,0 +1,151 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+import Synchronization
+import Testing
+
+/// Answers confirmations from a script and records what was asked.
+final class ConfirmingPrompter: Prompter {
+    let answers: Mutex<[ConfirmationResponse]>
+    let asked = Mutex<[String]>([])
+    init(_ answers: [ConfirmationResponse]) { self.answers = Mutex(answers) }
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse { .unavailable }
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse {
+        asked.withLock { $0.append(request.description) }
+        return answers.withLock { $0.isEmpty ? .unavailable : $0.removeFirst() }
+    }
+    var count: Int { asked.withLock { $0.count } }
+}
+
+/// macOS's trusted-application ACL: the creating program reads without asking, any other is asked (semantics §7.6).
+@Suite("Trusted applications")
+struct TrustedApplicationTests {
+    static let creator = TrustedApplication(path: "/opt/app/creator", digest: Data(repeating: 1, count: 32))
+    static let other = TrustedApplication(path: "/usr/bin/other", digest: Data(repeating: 2, count: 32))
+    static let rebuiltCreator = TrustedApplication(path: "/opt/app/creator", digest: Data(repeating: 3, count: 32))
+
+    func caller(_ application: TrustedApplication?) -> Caller { Caller(accessGroups: ["G1"], application: application) }
+
+    func store(_ t: TestFile, by application: TrustedApplication?, extra: [String: QueryValue] = [:]) throws {
+        var dictionary: [String: QueryValue] = ["class": "genp", "acct": "a", "svce": "s", "labl": "Item",
+                                                "v_Data": .data(Data("secret".utf8))]
+        dictionary.merge(extra) { _, new in new }
+        _ = try t.file.add(QueryParser.parse(dictionary, for: .add), caller: caller(application))
+    }
+
+    func read(_ t: TestFile, as application: TrustedApplication?, answering answers: [ConfirmationResponse] = [],
+              ui: String? = nil) throws -> (String?, Int) {
+        var dictionary: [String: QueryValue] = ["class": "genp", "acct": "a", "r_Data": true]
+        if let ui { dictionary["u_AuthUI"] = .string(ui) }
+        var query = try QueryParser.parse(dictionary, for: .search)
+        let prompter = ConfirmingPrompter(answers)
+        query.authenticationContext = AuthenticationContext(prompter: prompter)
+        let found = try t.file.search(query, caller: caller(application))
+        return (found.first?.secret?.unprotectedString(), prompter.count)
+    }
+
+    @Test("the creator reads without being asked; another program is asked, and Deny is errSecAuthFailed")
+    func creatorTrusted() throws {
+        let t = try TestFile(password: nil)
+        try store(t, by: Self.creator)
+        #expect(try read(t, as: Self.creator) == ("secret", 0))
+        #expect(status { _ = try read(t, as: Self.other, answering: [.deny]) } == -25293)
+        #expect(status { _ = try read(t, as: Self.other, answering: [.cancelled]) } == -128)
+        // No way to ask, or UI Fail: errSecInteractionNotAllowed; UI Skip leaves the item out.
+        #expect(status { _ = try read(t, as: Self.other, answering: []) } == -25308)
+        #expect(status { _ = try read(t, as: Self.other, ui: "u_AuthUIF") } == -25308)
+        #expect(status { _ = try read(t, as: Self.other, ui: "u_AuthUIS") } == -25300)
+        // Attributes are readable by anyone, as on macOS: only the secret is guarded.
+        let attributes = try t.file.search(QueryParser.parse(["class": "genp", "acct": "a", "r_Attributes": true],
+                                                             for: .search), caller: caller(Self.other))
+        #expect(attributes.count == 1)
+    }
+
+    @Test("Allow lets one read through and asks again; Always Allow is stored in the item")
+    func allowAndAlwaysAllow() throws {
+        let t = try TestFile(password: nil)
+        try store(t, by: Self.creator)
+        #expect(try read(t, as: Self.other, answering: [.allow]) == ("secret", 1))
+        #expect(try read(t, as: Self.other, answering: [.alwaysAllow]) == ("secret", 1))
+        #expect(try read(t, as: Self.other) == ("secret", 0))
+        try t.reopen()
+        #expect(try read(t, as: Self.other) == ("secret", 0))
+        #expect(try read(t, as: Self.creator) == ("secret", 0))
+    }
+
+    @Test("a rebuilt program at the same path is asked again, and told it changed")
+    func rebuiltProgram() throws {
+        let t = try TestFile(password: nil)
+        try store(t, by: Self.creator)
+        var dictionary: [String: QueryValue] = ["class": "genp", "acct": "a", "r_Data": true]
+        dictionary["u_AuthUI"] = "u_AuthUIA"
+        var query = try QueryParser.parse(dictionary, for: .search)
+        let prompter = ConfirmingPrompter([.alwaysAllow])
+        query.authenticationContext = AuthenticationContext(prompter: prompter)
+        #expect(try t.file.search(query, caller: caller(Self.rebuiltCreator)).first?.secret?.unprotectedString() == "secret")
+        #expect(prompter.asked.withLock { $0.first?.contains("has changed") } == true)
+        // Always Allow replaced the old build's entry: the new build is trusted, the old one no longer.
+        #expect(try read(t, as: Self.rebuiltCreator) == ("secret", 0))
+        #expect(status { _ = try read(t, as: Self.creator) } == -25308)
+    }
+
+    @Test("kSecAttrAccess: true trusts any program; a list trusts exactly those; an empty list asks even the creator")
+    func explicitLists() throws {
+        let any = try TestFile(password: nil)
+        try store(any, by: Self.creator, extra: ["acls": true])
+        #expect(try read(any, as: Self.other) == ("secret", 0))
+
+        let listed = try TestFile(password: nil)
+        let program = "/usr/bin/env"  // a real executable: lists are resolved to path and digest when stored
+        try store(listed, by: Self.creator, extra: ["acls": .array([.string(program)])])
+        let resolved = try #require(ExecutableDigest.application(at: program))
+        #expect(try read(listed, as: resolved) == ("secret", 0))
+        #expect(status { _ = try read(listed, as: Self.creator) } == -25308)
+
+        let none = try TestFile(password: nil)
+        try store(none, by: Self.creator, extra: ["acls": .array([])])
+        #expect(try read(none, as: Self.creator, answering: [.allow]) == ("secret", 1))
+
+        let missing = try TestFile(password: nil)
+        #expect(status { try store(missing, by: Self.creator, extra: ["acls": .array(["/nonexistent/app"])]) } == -50)
+        #expect(status { try store(missing, by: Self.creator, extra: ["acls": .array(["relative/app"])]) } == -50)
+        #expect(status {
+            _ = try QueryParser.parse(["class": "genp", "acls": true], for: .search)
+        } == -50)
+    }
+
+    @Test("where the calling program is not known (embedded mode), lists are not enforced and new items trust all")
+    func unknownCaller() throws {
+        let t = try TestFile(password: nil)
+        try store(t, by: nil)
+        #expect(try read(t, as: Self.other) == ("secret", 0))
+        let guarded = try TestFile(password: nil)
+        try store(guarded, by: Self.creator)
+        #expect(try read(guarded, as: nil) == ("secret", 0))
+    }
+
+    @Test("an update that keeps the secret reads it, so it asks too; a new secret needs no yes")
+    func updates() throws {
+        let t = try TestFile(password: nil)
+        try store(t, by: Self.creator)
+        let query = try QueryParser.parse(["class": "genp", "acct": "a"], for: .update)
+        let label = try QueryParser.parseUpdate(["labl": "renamed"], itemClass: .genericPassword)
+        #expect(status { _ = try t.file.update(query, with: label, caller: caller(Self.other)) } == -25308)
+        var asking = query
+        asking.authenticationContext = AuthenticationContext(prompter: ConfirmingPrompter([.alwaysAllow]))
+        #expect(try t.file.update(asking, with: label, caller: caller(Self.other)) == 1)
+        #expect(try read(t, as: Self.other) == ("secret", 0))
+        let newSecret = try QueryParser.parseUpdate(["v_Data": .data(Data("new".utf8))], itemClass: .genericPassword)
+        let third = TrustedApplication(path: "/usr/bin/third", digest: Data(repeating: 9, count: 32))
+        #expect(try t.file.update(query, with: newSecret, caller: caller(third)) == 1)
+        #expect(try read(t, as: Self.creator) == ("new", 0))
+    }
+
+    @Test("a listing includes only the secrets the caller's program is trusted with")
+    func listing() throws {
+        let t = try TestFile(password: nil)
+        try store(t, by: Self.creator)
+        #expect(try t.file.allItems(includingSecrets: true, caller: caller(Self.creator)).first?.secret != nil)
+        #expect(try t.file.allItems(includingSecrets: true, caller: caller(Self.other)).first?.secret == nil)
+    }
+}
