@@ -47,6 +47,14 @@ let package = Package(
             path: "Sources/MemoryProbe"
         ),
         .executableTarget(
+            name: "DaemonLoad",
+            dependencies: [
+                .product(name: "KeychainClient", package: root),
+                .product(name: "KeychainCore", package: root),
+            ],
+            path: "Sources/DaemonLoad"
+        ),
+        .executableTarget(
             name: "PeerWorkload",
             dependencies: [
                 .product(name: "KeychainClient", package: root),

@@ -8,7 +8,13 @@ set -euo pipefail
 runs="${1:-20000}"
 cd "$(dirname "$0")/../Fuzz"
 flags=(-c release --sanitize fuzzer -Xswiftc -parse-as-library)
-swift build "${flags[@]}" >/dev/null
+build_log="$(mktemp)"
+if ! swift build "${flags[@]}" > "$build_log" 2>&1; then
+    grep -E "error|warning: " "$build_log" | head -40 || tail -40 "$build_log"
+    echo "the fuzzers do not build"
+    exit 1
+fi
+rm -f "$build_log"
 bin="$(swift build "${flags[@]}" --show-bin-path)"
 mkdir -p artifacts
 export FUZZ_DEVICE_KEY="$PWD/fixtures/state/device.key"

@@ -41,7 +41,7 @@ public func fuzzKeychainFile(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
     guard let file = try? KeychainFile.open(at: Workspace.file, configuration: configuration) else { return 0 }
     defer { file.close() }
     _ = try? file.settings()
-    _ = try? file.allItems(includingSecrets: true)
+    _ = try? file.allItems(includingSecrets: true, caller: Workspace.caller)
     for itemClass in ["genp", "inet", "cert", "keys"] {
         if let query = try? QueryParser.parse(
             ["class": .string(itemClass), "m_Limit": "m_LimitAll", "r_Attributes": true, "r_Data": true], for: .search)
