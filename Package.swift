@@ -143,7 +143,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["KeychainClient", "KeychainTestSupport"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -131,6 +131,7 @@ public final class KeychainDaemonServer: Sendable {
     }
 
     private let stopped = Atomic(false)
+    private let events = EventHub()
     /// The services of the connections being served, and the files of those that ended: what the daemon locks when
     /// idle and closes when it stops (in keychaind, every open file; a server run inside another program, as in the
     /// tests, leaves that program's own handles alone).
@@ -183,7 +184,12 @@ public final class KeychainDaemonServer: Sendable {
                     service = register(EmbeddedKeychainService(locations: locations, caller: caller, prompter: prompter))
                     contexts = ConnectionContexts(prompter: prompter)
                 }
+                if case .subscribe = request { return streamEvents(to: fd) }
                 response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
+                                                                                           pid: peer.pid) {
+                    events.publish(event)
+                }
             } catch {
                 response = .failure(KeychainError(.param, error.message))
             }
@@ -192,6 +198,19 @@ public final class KeychainDaemonServer: Sendable {
             let sent = Framing.send(answer, on: fd)
             answer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
             if !sent { return }
+        }
+    }
+
+    /// A subscribed connection: `done`, then events until the client closes it (it sends nothing more).
+    private func streamEvents(to fd: Int32) {
+        guard Framing.send(Response.done.encode(), on: fd) else { return }
+        events.add(fd)
+        defer { events.remove(fd) }
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, 0)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || stopped.load(ordering: .relaxed) { return }
         }
     }
 

@@ -32,13 +32,32 @@ enum RequestDispatcher {
             case .upsert(let q, let secret, let a, let r): try service.upsert(q, secret: secret, attributes: a, in: r)
             case .replaceAll(let m, let a, let r): return .count(try service.replaceAll(matching: m, with: a, in: r))
             case .allItems(let r, let secrets): return .items(try service.allItems(in: r, includingSecrets: secrets))
-            case .session: return .done  // the server handles it: it sets the connection's prompter
+            case .session, .subscribe: return .done  // the server handles these: prompter, event stream
             case .authenticateOwner(let password, let snapshot, let r):
                 return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)
             }
             return .done
         } catch {
             return .failure(error)
+        }
+    }
+
+    /// The event a request that succeeded causes, if any, for `SecKeychainAddCallback` subscribers.
+    static func event(of request: Request, service: any KeychainService, pid: Int32) -> KeychainEvent? {
+        func on(_ kind: KeychainEvent.Kind, _ keychain: KeychainReference?) -> KeychainEvent {
+            KeychainEvent(kind: kind, keychain: (keychain ?? service.defaultKeychain()).path, pid: pid)
+        }
+        switch request {
+        case .add(_, let r), .upsert(_, _, _, let r), .replaceAll(_, _, let r): return on(.add, r)
+        case .update(_, _, let r): return on(.update, r)
+        case .delete(_, let r): return on(.delete, r)
+        case .lock(let r): return on(.lock, r)
+        case .lockAll: return KeychainEvent(kind: .lock, keychain: nil, pid: pid)
+        case .unlock(let r, _): return on(.unlock, r)
+        case .changePassword(let r, _, _): return on(.passwordChanged, r)
+        case .setDefaultKeychain(let r): return on(.defaultChanged, r)
+        case .setSearchList, .createKeychain, .deleteKeychain: return KeychainEvent(kind: .keychainListChanged, keychain: nil, pid: pid)
+        default: return nil
         }
     }
 }

@@ -52,6 +52,8 @@ public enum Request: Sendable {
     case replaceAll([String: QueryValue], [String: QueryValue], KeychainReference?)
     case allItems(KeychainReference, includingSecrets: Bool)
     case authenticateOwner(SecretBytes, AuthenticationContext.Snapshot, KeychainReference?)
+    /// Turns this connection into an event stream: the daemon answers `done`, then sends `event` frames only.
+    case subscribe
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -90,6 +92,7 @@ public enum Request: Sendable {
         case .session(let c):
             w.byte(24); w.optionalString(c.terminal); w.optionalString(c.display); w.optionalString(c.waylandDisplay)
             w.optionalString(c.term)
+        case .subscribe: w.byte(26)
         }
         return w.finish()
     }
@@ -131,6 +134,7 @@ public enum Request: Sendable {
                                         waylandDisplay: try r.optionalString(), term: try r.optionalString())
             if let terminal = session.terminal, !terminal.hasPrefix("/dev/") { throw .malformed("terminal") }
             request = .session(session)
+        case 26: request = .subscribe
         default: throw .malformed("request")
         }
         guard r.atEnd else { throw .malformed("request (trailing bytes)") }
@@ -149,6 +153,8 @@ public enum Response: Sendable {
     case found(FoundItem)
     case items([FoundItem])
     case failure(KeychainError)
+    /// Pushed on a subscribed connection.
+    case event(KeychainEvent)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -168,6 +174,7 @@ public enum Response: Sendable {
             w.int(Int64(list.count))
             for f in list { w.found(f) }
         case .failure(let e): w.byte(9); w.error(e)
+        case .event(let e): w.byte(10); w.int(Int64(e.kind.rawValue)); w.optionalString(e.keychain); w.int(Int64(e.pid))
         }
         return w.finish()
     }
@@ -196,6 +203,13 @@ public enum Response: Sendable {
             for _ in 0..<n { list.append(try r.found()) }
             response = .items(list)
         case 9: response = .failure(try r.error())
+        case 10:
+            guard let raw = UInt32(exactly: try r.int()), let kind = KeychainEvent.Kind(rawValue: raw) else {
+                throw .malformed("event")
+            }
+            let keychain = try r.optionalString()
+            guard let pid = Int32(exactly: try r.int()) else { throw .malformed("event") }
+            response = .event(KeychainEvent(kind: kind, keychain: keychain, pid: pid))
         default: throw .malformed("response")
         }
         guard r.atEnd else { throw .malformed("response (trailing bytes)") }

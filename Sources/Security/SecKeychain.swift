@@ -191,11 +191,31 @@ enum Legacy {
         return String(decoding: UnsafeRawBufferPointer(start: pointer, count: Int(length)), as: UTF8.self)
     }
 
-    static func post(_ event: SecKeychainEvent, keychain: SecKeychain?, item: SecKeychainItem?) {
+    static func post(_ event: SecKeychainEvent, keychain: SecKeychain?, item: SecKeychainItem?, pid: pid_t = getpid()) {
         let listeners = callbacks.withLock { $0 }.filter { $0.mask & (1 << event.rawValue) != 0 }
         guard !listeners.isEmpty else { return }
-        var info = SecKeychainCallbackInfo(version: 0, item: item, keychain: keychain, pid: getpid())
+        var info = SecKeychainCallbackInfo(version: 0, item: item, keychain: keychain, pid: pid)
         for listener in listeners { _ = listener.function(event, &info, listener.context) }
+    }
+
+    /// Other processes' events, from keychaind, while any callback is registered (this process's own are posted
+    /// where they happen, so they are not delivered twice).
+    static let subscription = Mutex<EventSubscription?>(nil)
+
+    static func listenToOtherProcesses(_ listen: Bool) {
+        subscription.withLock { current in
+            if listen, current == nil || current?.isFinished == true {
+                current = try? service.subscribe { event in
+                    guard event.pid != getpid() else { return }
+                    post(SecKeychainEvent(rawValue: event.kind.rawValue),
+                         keychain: event.keychain.map { SecKeychain(url: URL(fileURLWithPath: $0)) }, item: nil,
+                         pid: event.pid)
+                }
+            } else if !listen {
+                current?.cancel()
+                current = nil
+            }
+        }
     }
 
     static func fourCC(_ value: FourCharCode) -> String {
@@ -604,23 +624,29 @@ public typealias SecKeychainCallback = @Sendable (
 /// A callback's identity: its function pointer and context, as registered.
 func identity(_ callback: @escaping SecKeychainCallback) -> [UInt8] { withUnsafeBytes(of: callback) { Array($0) } }
 
-/// Registers a callback for this process's keychain events. It runs on the thread that caused the event, right
-/// after it (there is no run loop to deliver on); events of other processes arrive with the daemon.
+/// Registers a callback for keychain events. This process's own events run it on the thread that caused them,
+/// right after (there is no run loop to deliver on); other processes' events, when keychaind serves this process,
+/// run it on a thread that listens to the daemon (`info.pid` names the process that caused them). In embedded mode
+/// only this process's events are seen.
 public func SecKeychainAddCallback(_ callbackFunction: @escaping SecKeychainCallback, _ eventMask: SecKeychainEventMask,
                                    _ userContext: UnsafeMutableRawPointer?) -> OSStatus {
-    Legacy.callbacks.withLock { list in
+    let status = Legacy.callbacks.withLock { list in
         if list.contains(where: { identity($0.function) == identity(callbackFunction) }) {
             return errSecDuplicateCallback
         }
         list.append(Legacy.Registration(function: callbackFunction, mask: eventMask.rawValue, context: userContext))
         return errSecSuccess
     }
+    if status == errSecSuccess { Legacy.listenToOtherProcesses(true) }
+    return status
 }
 
 public func SecKeychainRemoveCallback(_ callbackFunction: @escaping SecKeychainCallback) -> OSStatus {
-    Legacy.callbacks.withLock { list in
+    let (status, remaining) = Legacy.callbacks.withLock { list in
         let before = list.count
         list.removeAll { identity($0.function) == identity(callbackFunction) }
-        return list.count == before ? errSecInvalidCallback : errSecSuccess
+        return (list.count == before ? errSecInvalidCallback : errSecSuccess, list.count)
     }
+    if remaining == 0 { Legacy.listenToOtherProcesses(false) }
+    return status
 }

@@ -1,5 +1,7 @@
 import Foundation
 import KeychainClient
+import KeychainCore
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -418,6 +420,47 @@ struct DaemonTests {
         try handle.write(contentsOf: Data([0]))
         try handle.close()
         #expect(try run(["get", "svc", "rebuilt"]) == 36)  // asked again; nobody to ask here
+    }
+
+    @Test("events: a subscriber hears every other process's changes, with the pid and keychain of each")
+    func eventsAcrossProcesses() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)  // starts the daemon
+        let socket = KeychainLocations.current(environment: home.environment).daemonSocket
+        let listener = try #require(try RemoteKeychainService.connect(to: socket))
+        defer { listener.close() }
+        let heard = Mutex<[KeychainEvent]>([])
+        let subscription = try #require(try listener.subscribe { event in heard.withLock { $0.append(event) } })
+        defer { subscription.cancel() }
+        var pids: [pid_t] = []
+        func security(_ arguments: String...) throws {
+            let child = try ChildProcess.spawn(Tool.binary.path, arguments: arguments, environment: home.environment)
+            pids.append(child.pid)
+            #expect(child.wait() == .exited(0), "\(arguments)")
+        }
+        try security("add-generic-password", "-a", "a", "-s", "s", "-w", "one", "work")
+        try security("add-generic-password", "-U", "-a", "a", "-s", "s", "-w", "two", "work")
+        try security("delete-generic-password", "-a", "a", "-s", "s", "work")
+        try security("lock-keychain", "work")
+        try security("unlock-keychain", "-p", "pw", "work")
+        try security("set-keychain-password", "-o", "pw", "-p", "new", "work")
+        try security("default-keychain", "-s", "work")
+        var events: [KeychainEvent] = []
+        for _ in 0..<100 {
+            events = heard.withLock { $0 }
+            if events.count >= 7 { break }
+            usleep(50_000)
+        }
+        let work = home.tool.home.appendingPathComponent("data/keychains/work.keychain-db").path
+        let expected: [KeychainEvent.Kind] = [.add, .add, .delete, .lock, .unlock, .passwordChanged, .defaultChanged]
+        #expect(events.map(\.kind) == expected)
+        #expect(events.allSatisfy { $0.keychain == work })
+        #expect(events.map(\.pid) == pids.map { Int32($0) })
+        // Reads are not events; a failed call is none either.
+        _ = try home.run("security", "find-generic-password", "-a", "zzz", "-s", "s", "work")
+        usleep(200_000)
+        #expect(heard.withLock { $0.count } == 7)
     }
 
     func isZombie(_ pid: pid_t) -> Bool {

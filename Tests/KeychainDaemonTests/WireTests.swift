@@ -17,7 +17,7 @@ struct WireTests {
             "list": .array([.data(Data([9])), .null]),
         ]
         let requests: [Request] = [
-            .resolve("work"), .defaultKeychain, .searchList, .setSearchList([work, work]), .state(work),
+            .resolve("work"), .defaultKeychain, .searchList, .setSearchList([work, work]), .state(work), .subscribe,
             .createKeychain(work, password: SecretBytes(utf8: "pw"), settings: .appleDefault),
             .unlock(work, password: nil), .changePassword(work, old: SecretBytes(utf8: "a"), new: nil),
             .add(dictionary, work), .search(dictionary, nil), .update(dictionary, ["labl": "x"], work),
@@ -63,6 +63,8 @@ struct WireTests {
             .settings(KeychainSettings(lockInterval: nil, lockOnSleep: true)), .count(3),
             .items([FoundItem(item: item, secret: SecretBytes(utf8: "x")), FoundItem(item: item, secret: nil)]),
             .failure(KeychainError(.itemNotFound)),
+            .event(KeychainEvent(kind: .passwordChanged, keychain: "/k/work.keychain-db", pid: 4242)),
+            .event(KeychainEvent(kind: .keychainListChanged, keychain: nil, pid: 1)),
         ]
         for response in responses {
             let bytes = response.encode()

@@ -177,6 +177,13 @@ public final class EmbeddedKeychainService: KeychainService {
         try file(keychain).allItems(includingSecrets: includingSecrets, caller: caller)
     }
 
+    /// Nothing to subscribe to in-process: only keychaind hears every process's changes.
+    public func subscribe(_ handler: @escaping @Sendable (KeychainEvent) -> Void) throws(KeychainError)
+        -> EventSubscription?
+    {
+        nil
+    }
+
     public func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext,
                                   in keychain: KeychainReference?) throws(KeychainError) -> Bool
     {

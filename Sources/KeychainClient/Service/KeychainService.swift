@@ -74,6 +74,13 @@ public protocol KeychainService: Sendable {
     func authenticateOwner(_ password: SecretBytes, for context: AuthenticationContext,
                            in keychain: KeychainReference?) throws(KeychainError) -> Bool
 
+    // MARK: - Events
+
+    /// Delivers every keychain event of other processes to `handler`, on a thread of its own, until the
+    /// subscription is cancelled; nil where there is nobody to hear them from (embedded mode: each process only
+    /// sees its own changes).
+    func subscribe(_ handler: @escaping @Sendable (KeychainEvent) -> Void) throws(KeychainError) -> EventSubscription?
+
     /// Ends this client's use: an embedded service closes its files (the WAL folded in, the files recorded as
     /// checked). A command-line tool calls it before it exits.
     func close()

@@ -94,6 +94,32 @@ public final class RemoteKeychainService: KeychainService {
 
     deinit { connection.withLock { if $0 >= 0 { Glibc.close($0) } } }
 
+    /// A second connection, turned into the daemon's event stream, read on a thread of its own.
+    public func subscribe(_ handler: @escaping @Sendable (KeychainEvent) -> Void) throws(KeychainError)
+        -> EventSubscription?
+    {
+        guard let stream = try Self.connect(to: socket) else {
+            throw KeychainError(.notAvailable, "the keychain daemon went away")
+        }
+        _ = try stream.call(.subscribe)
+        let fd = stream.connection.withLock { fd in
+            defer { fd = -1 }  // the subscription owns it from here
+            return fd
+        }
+        let subscription = EventSubscription(fd: fd)
+        let reader = Thread {
+            while let bytes = try? Framing.receive(on: fd, limit: WireLimits.maximumResponse),
+                case .event(let event) = try? Response.decode(bytes)
+            {
+                handler(event)
+            }
+            subscription.finished()
+        }
+        reader.name = "keychain events"
+        reader.start()
+        return subscription
+    }
+
     /// Sends one request and waits for its answer; a failure answer is thrown as the daemon's error.
     private func call(_ request: Request) throws(KeychainError) -> Response {
         var payload: [UInt8]
