@@ -91,7 +91,9 @@ public final class KeychainDaemonServer: Sendable {
                 sleep(1)
                 let paths = files
                 for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
-                    file.lockIfIdle()
+                    if file.lockIfIdle() {
+                        events.publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
+                    }
                 }
                 if socketAtStart != nil, Self.identity(of: socket.path) != socketAtStart {
                     FileHandle.standardError.write(Data("keychaind: \(socket.path) was removed or replaced; stopping\n".utf8))

@@ -463,6 +463,28 @@ struct DaemonTests {
         #expect(heard.withLock { $0.count } == 7)
     }
 
+    @Test("events: a keychain that locks on its idle timer is announced, by the daemon")
+    func idleLockEvent() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)
+        #expect(try home.run("security", "set-keychain-settings", "-t", "1", "work").status == 0)
+        #expect(try home.run("security", "unlock-keychain", "-p", "pw", "work").status == 0)
+        let listener = try #require(try RemoteKeychainService.connect(
+            to: KeychainLocations.current(environment: home.environment).daemonSocket))
+        defer { listener.close() }
+        let heard = Mutex<[KeychainEvent]>([])
+        let subscription = try #require(try listener.subscribe { event in heard.withLock { $0.append(event) } })
+        defer { subscription.cancel() }
+        var lock: KeychainEvent?
+        for _ in 0..<100 where lock == nil {
+            usleep(100_000)
+            lock = heard.withLock { $0.first { $0.kind == .lock } }
+        }
+        #expect(lock?.keychain == home.tool.home.appendingPathComponent("data/keychains/work.keychain-db").path)
+        #expect(lock?.pid == home.daemonPID)
+    }
+
     func isZombie(_ pid: pid_t) -> Bool {
         let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
         guard let close = stat.lastIndex(of: ")") else { return true }

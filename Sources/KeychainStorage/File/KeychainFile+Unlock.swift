@@ -174,8 +174,10 @@ extension KeychainFile {
     /// Locks if the keychain has been idle longer than its interval (a password keychain only). Asking is not
     /// using: this never refreshes the idle timer, so polling the state (or a daemon's timer) cannot keep a
     /// keychain unlocked.
-    public func lockIfIdle() {
-        guard hasPassword else { return }
+    /// - Returns: true when it locked the keychain now.
+    @discardableResult
+    public func lockIfIdle() -> Bool {
+        guard hasPassword else { return false }
         let interval = (try? settings().lockInterval) ?? nil
         let now = configuration.clock()
         let expired = keys.withLock { keys -> Bool in
@@ -186,5 +188,6 @@ extension KeychainFile {
             lock()
             configuration.logger.debug("keychain.lock.idle")
         }
+        return expired
     }
 }
