@@ -22,7 +22,7 @@ for line in open(results):
 
 OPS = ["add", "find", "update", "delete", "unlock"]
 WORKLOAD = OPS[:4]  # the chart's groups; unlock is a different kind of cost (a password's key derivation)
-PER_PROCESS = ["security", "secret-tool", "pass", "keepassxc-cli"]
+PER_PROCESS = ["security", "security-keychaind", "secret-tool", "pass", "keepassxc-cli"]
 IN_PROCESS = ["native-api", "secretstorage (in-process)", "keyring-cryptfile (in-process)"]
 
 
@@ -76,6 +76,8 @@ bars = [
     ("in-process find ≥ 100x faster than secretstorage", "native-api", "secretstorage (in-process)", "find", 100),
     ("`security` find ≥ 2x faster than `secret-tool`", "security", "secret-tool", "find", 2),
     ("`security` add ≥ 2x faster than `secret-tool`", "security", "secret-tool", "add", 2),
+    ("`security` find through keychaind (password keychain) ≥ 3x faster than `secret-tool`", "security-keychaind",
+     "secret-tool", "find", 3),
 ]
 print("| bar | ratio | met |\n|---|---:|---|")
 for name, ours, peer, op, target in bars:

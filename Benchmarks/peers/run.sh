@@ -33,6 +33,7 @@ python3 -c "import secretstorage, keyring, keyrings.cryptfile, matplotlib" 2>/de
     || pip install -q secretstorage keyring keyrings.cryptfile matplotlib >/dev/null 2>&1
 # Statically linked Swift runtime, as a distribution would ship it: process start-up is then a few milliseconds.
 (cd "$root" && swift build -c release --product security --static-swift-stdlib --scratch-path .build-static >/dev/null)
+(cd "$root" && swift build -c release --product keychaind --static-swift-stdlib --scratch-path .build-static >/dev/null)
 security="$root/.build-static/release/security"
 (cd "$root/Benchmarks" && swift build -c release --product PeerWorkload >/dev/null)
 workload="$root/Benchmarks/.build/release/PeerWorkload"
@@ -84,6 +85,20 @@ time_ops security op_delete
 op_unlock() { printf 'bench-password\n' | "$security" unlock-keychain bench-unlock; }
 time_ops security op_unlock "$unlocks"
 unset XDG_DATA_HOME XDG_STATE_HOME XDG_CONFIG_HOME
+
+# --- this keychain through keychaind: a keychain WITH a password, unlocked once (as a desktop session has it), then
+#     one `security` process per operation, each served by the daemon.
+export XDG_DATA_HOME="$work/kcd/data" XDG_STATE_HOME="$work/kcd/state" XDG_CONFIG_HOME="$work/kcd/config" \
+    XDG_RUNTIME_DIR="$work/kcd/run" KEYCHAIN_BACKEND=daemon
+mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+"$security" create-keychain -p bench-password bench >/dev/null
+"$security" default-keychain -s bench
+for i in $(seq 1 "$store"); do "$security" add-generic-password -a "fill-account-$i" -s bench-fill -w "fill-$i"; done
+for op in op_add op_find op_update; do time_ops security-keychaind "$op"; done
+disk_report security-keychaind "$work/kcd/data" $(( store + ops ))
+time_ops security-keychaind op_delete
+kill "$(cat "$XDG_RUNTIME_DIR"/keychain/*.sock.lock)" 2>/dev/null || true
+unset XDG_DATA_HOME XDG_STATE_HOME XDG_CONFIG_HOME XDG_RUNTIME_DIR KEYCHAIN_BACKEND
 
 # --- gnome-keyring through secret-tool, one process per operation, in a private D-Bus session.
 mkdir -p "$work/gk"

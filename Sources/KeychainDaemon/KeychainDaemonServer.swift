@@ -134,6 +134,7 @@ public final class KeychainDaemonServer: Sendable {
 
     private let stopped = Atomic(false)
     private let events = EventHub()
+    private var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: locations.stateDirectory) }
     /// The services of the connections being served, and the files of those that ended: what the daemon locks when
     /// idle and closes when it stops (in keychaind, every open file; a server run inside another program, as in the
     /// tests, leaves that program's own handles alone).
@@ -158,7 +159,10 @@ public final class KeychainDaemonServer: Sendable {
         defer { close(fd) }
         guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
         guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
-        guard let caller = policy.caller(for: peer) else { return refuse(fd, "cannot identify the caller's program") }
+        guard let claimed = policy.caller(for: peer) else { return refuse(fd, "cannot identify the caller's program") }
+        // Groups bound to other programs are left out until the user says otherwise (asked once the client has
+        // said where it can be asked: its session).
+        var caller = registry.admit(claimed) { _, _ in .unavailable }
         do {
             guard let hello = try Framing.receive(on: fd, limit: 64) else { return }
             try Framing.checkHello(hello)
@@ -182,6 +186,12 @@ public final class KeychainDaemonServer: Sendable {
                 let request = try Request.decode(frame)
                 if case .session(let session) = request {
                     let prompter = Self.prompter(for: session)
+                    caller = registry.admit(claimed) { group, members in
+                        guard let prompter, let program = claimed.application?.path else { return .unavailable }
+                        let others = members.map(\.path).joined(separator: ", ")
+                        return prompter.requestConfirmation(ConfirmationRequest(description:
+                            "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others)."))
+                    }
                     retire(service)
                     service = register(EmbeddedKeychainService(locations: locations, caller: caller, prompter: prompter))
                     contexts = ConnectionContexts(prompter: prompter)

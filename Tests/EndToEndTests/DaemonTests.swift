@@ -397,7 +397,7 @@ struct DaemonTests {
         #expect(pinentry.confirmations == 4)
     }
 
-    @Test("a rebuilt program at the same path is asked again; trusting a path does not trust another binary")
+    @Test("a rebuilt program at the same path is a new program: its group and its secrets need a yes again")
     func rebuiltProgramAskedAgain() throws {
         let home = try DaemonHome()
         defer { home.cleanUp() }
@@ -419,7 +419,40 @@ struct DaemonTests {
         try handle.seekToEnd()
         try handle.write(contentsOf: Data([0]))
         try handle.close()
-        #expect(try run(["get", "svc", "rebuilt"]) == 36)  // asked again; nobody to ask here
+        // Asked again before it may use the group it was bound to; nobody to ask here, so the group is left out
+        // and its item is not even found (a yes would then still leave the item's own trusted list to ask).
+        #expect(try run(["get", "svc", "rebuilt"]) == 44)
+    }
+
+    @Test("another program claiming a group bound to the first is asked about it once (Deny, then Always Allow)")
+    func groupClaimAsked() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let pinentry = try ScriptedPinentry(in: home.tool.home)
+        var environment = home.environment
+        environment["PINENTRY_PROGRAM"] = pinentry.program.path
+        environment["DISPLAY"] = ":kc-test"
+        let original = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example")
+        let bin = home.tool.home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let impostor = bin.appendingPathComponent("keychain-example")  // same name, so it claims the same group
+        try FileManager.default.copyItem(at: original, to: impostor)
+        func run(_ program: URL, _ arguments: [String], stdin: String = "") throws -> (Int32?, String) {
+            let output = try ChildProcess.run(program.path, arguments: arguments, environment: environment,
+                                              input: Data(stdin.utf8))
+            let status: Int32? = if case .exited(let code) = output.termination { code } else { nil }
+            return (status, String(decoding: output.stdout, as: UTF8.self))
+        }
+        #expect(try run(original, ["set", "svc", "acct"], stdin: "first's").0 == 0)  // binds the group to it
+        try pinentry.answer("deny")
+        #expect(try run(impostor, ["get", "svc", "acct"]).0 == 44)  // the group is left out: nothing found
+        #expect(pinentry.descriptions.contains("claims the keychain access group"))
+        // Always Allow for the group, then the item's own list asks for its secret (another path): Always Allow.
+        try pinentry.answer("always", "always")
+        #expect(try run(impostor, ["get", "svc", "acct"]) == (0, "first's\n"))
+        let asked = pinentry.confirmations
+        #expect(try run(impostor, ["get", "svc", "acct"]) == (0, "first's\n"))
+        #expect(pinentry.confirmations == asked)
     }
 
     @Test("events: a subscriber hears every other process's changes, with the pid and keychain of each")

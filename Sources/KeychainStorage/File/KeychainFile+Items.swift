@@ -37,9 +37,9 @@ extension KeychainFile {
     /// errSecDuplicateItem) exists, applies `changes` to that one item; one transaction, so no other process can
     /// slip in between, and only the duplicate itself is touched, never other items a partial query would match.
     ///
-    /// Like ``update(_:with:caller:)``, in phases so that nobody is asked anything while a transaction is held: find
-    /// the duplicate in a snapshot, authorise and seal outside any transaction (an application password or an ACL
-    /// may ask), then commit only if the row is still as it was read (else start again, a few times).
+    /// Nobody is asked anything while a transaction is held: a duplicate whose update may ask (an ACL, an
+    /// application password, a program its trusted list does not name) is found in a snapshot, authorised and
+    /// sealed outside any transaction, then committed only if the row is still as it was read (else start again).
     ///
     /// - Returns: true when an item was added, false when the duplicate was updated.
     @discardableResult
@@ -57,47 +57,67 @@ extension KeychainFile {
         let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
         let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
         let arguments: StatementArguments = [item.itemClass.rawValue, primaryIndex]
+
+        /// Whether bringing the duplicate up to date may ask the user: then it is prepared outside any transaction.
+        func mayAsk(_ old: Item) -> Bool {
+            needsAuthentication(old) || (changes.valueData == nil && needsApproval(old, caller: caller))
+                || changes.accessControl?.needsApplicationPassword == true
+        }
+        /// The duplicate's next version (asking, if it may ask, so only outside a transaction then).
+        func nextVersion(of row: ItemRow, _ old: Item) throws(KeychainError) -> SealedItem {
+            // The duplicate is in the group the new item would get, which the caller may write.
+            guard try authorize(old, query, db: nil) else { throw KeychainError.duplicateItem() }
+            var updated = try ItemRules.applying(changes, to: old, caller: caller, now: now)
+            if changes.accessControl != nil { try bindEnrolment(&updated) }
+            let secret: SecretBytes
+            if let given = changes.valueData { secret = given } else {
+                // Keeping the old secret means reading it: the caller's program must be trusted for that.
+                let approval = try approveApplication(old, query, caller: caller)
+                if approval == .leaveOut { throw KeychainError.interactionNotAllowed() }
+                if case .allowedAlways(let application) = approval {
+                    updated.applicationAccess = (updated.applicationAccess ?? .trusted([])).trusting(application)
+                }
+                secret = try openSecret(row, item: old, query: query)
+            }
+            return try seal(updated, secret: secret, generation: row.generation + 1,
+                            applicationPassword: applicationPasswordForWriting(updated, query))
+        }
+
+        // The new item is sealed first, outside (its application password may be asked for).
+        let newItem = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
+                               applicationPassword: applicationPasswordForWriting(item, query))
         for _ in 0..<Self.optimisticAttempts {
+            // A duplicate that may ask is read and prepared with nothing held; one that cannot ask (the common
+            // case) is updated inside the transaction itself, so racing writers always make progress.
             let existing = try read { db in try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow() }
-            let sealed: SealedItem
+            var prepared: SealedItem?
             if let row = existing {
                 let (old, _) = try openMeta(row)
-                // The duplicate is in the group the new item would get, which the caller may write.
-                guard try authorize(old, query, db: nil) else { throw KeychainError.duplicateItem() }
-                var updated = try ItemRules.applying(changes, to: old, caller: caller, now: now)
-                if changes.accessControl != nil { try bindEnrolment(&updated) }
-                let secret: SecretBytes
-                if let given = changes.valueData { secret = given } else {
-                    // Keeping the old secret means reading it: the caller's program must be trusted for that.
-                    let approval = try approveApplication(old, query, caller: caller)
-                    if approval == .leaveOut { throw KeychainError.interactionNotAllowed() }
-                    if case .allowedAlways(let application) = approval {
-                        updated.applicationAccess = (updated.applicationAccess ?? .trusted([])).trusting(application)
-                    }
-                    secret = try openSecret(row, item: old, query: query)
-                }
-                sealed = try seal(updated, secret: secret, generation: row.generation + 1,
-                                  applicationPassword: applicationPasswordForWriting(updated, query))
-            } else {
-                sealed = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
-                                  applicationPassword: applicationPasswordForWriting(item, query))
+                if mayAsk(old) { prepared = try nextVersion(of: row, old) }
             }
-            let committed = try write { db, manifestChanges -> Bool in
-                let current = try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow()
-                guard current?.rowID == existing?.rowID, current?.uuid == existing?.uuid,
-                    current?.generation == existing?.generation
-                else { return false }  // added, changed or deleted by another writer since it was read
-                if let row = existing {
-                    manifestChanges.removed.append(contribution(of: row))
-                    try replace(rowID: row.rowID, with: sealed, db: db, changes: &manifestChanges)
+            let added = try write { db, manifestChanges -> Bool? in
+                guard let current = try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow()
+                else {
+                    try insert(newItem, db: db, changes: &manifestChanges)
+                    return true
+                }
+                let sealed: SealedItem
+                if let prepared, current.rowID == existing?.rowID, current.uuid == existing?.uuid,
+                    current.generation == existing?.generation
+                {
+                    sealed = prepared
                 } else {
-                    try insert(sealed, db: db, changes: &manifestChanges)
+                    let (old, _) = try openMeta(current)
+                    guard !mayAsk(old) else { return nil }  // changed meanwhile into one that may ask: again
+                    sealed = try nextVersion(of: current, old)
                 }
-                return true
+                manifestChanges.removed.append(contribution(of: current))
+                try replace(rowID: current.rowID, with: sealed, db: db, changes: &manifestChanges)
+                return false
             }
-            if committed {
-                configuration.logger.debug("item.upsert", metadata: ["item.added": "\(existing == nil)"])
-                return existing == nil
+            if let added {
+                configuration.logger.debug("item.upsert", metadata: ["item.added": "\(added)"])
+                return added
             }
         }
         throw KeychainError(.internalComponent, "the item kept changing while it was being stored; try again")

@@ -1,0 +1,68 @@
+import Foundation
+import KeychainCore
+import Synchronization
+import Testing
+
+@testable import KeychainDaemon
+
+/// Access groups bound to the programs that use them (docs/DAEMON.md, "Who is asking").
+@Suite("Application registry")
+struct ApplicationRegistryTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString)")
+    var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: directory) }
+
+    static let first = TrustedApplication(path: "/opt/first/app", digest: Data(repeating: 1, count: 32))
+    static let second = TrustedApplication(path: "/opt/second/app", digest: Data(repeating: 2, count: 32))
+    static let rebuiltFirst = TrustedApplication(path: "/opt/first/app", digest: Data(repeating: 3, count: 32))
+
+    final class Questions: Sendable {
+        let groups = Mutex<[String]>([])
+    }
+
+    func admit(_ application: TrustedApplication, _ groups: [String], answer: ConfirmationResponse,
+               asked: Questions = Questions()) -> [String] {
+        registry.admit(Caller(accessGroups: groups, application: application)) { group, _ in
+            asked.groups.withLock { $0.append(group) }
+            return answer
+        }.accessGroups
+    }
+
+    @Test("the first program of a group is bound to it; another one claiming it is asked, and Deny leaves it out")
+    func firstComeBound() {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(admit(Self.first, ["com.first", "shared"], answer: .deny) == ["com.first", "shared"])
+        let asked = Questions()
+        #expect(admit(Self.second, ["com.second", "shared"], answer: .deny, asked: asked) == ["com.second"])
+        #expect(asked.groups.withLock { $0 } == ["shared"])
+        #expect(admit(Self.second, ["shared"], answer: .unavailable) == [])
+    }
+
+    @Test("Allow admits once; Always Allow binds the program, so it is not asked again")
+    func allowAndAlways() {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = admit(Self.first, ["shared"], answer: .deny)
+        #expect(admit(Self.second, ["shared"], answer: .allow) == ["shared"])
+        #expect(admit(Self.second, ["shared"], answer: .unavailable) == [])
+        #expect(admit(Self.second, ["shared"], answer: .alwaysAllow) == ["shared"])
+        let asked = Questions()
+        #expect(admit(Self.second, ["shared"], answer: .deny, asked: asked) == ["shared"])
+        #expect(asked.groups.withLock { $0 }.isEmpty)
+        #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
+    }
+
+    @Test("a rebuilt binary is a new program: asked before it may use its old group")
+    func rebuilt() {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = admit(Self.first, ["com.first"], answer: .deny)
+        #expect(admit(Self.rebuiltFirst, ["com.first"], answer: .unavailable) == [])
+        #expect(admit(Self.rebuiltFirst, ["com.first"], answer: .alwaysAllow) == ["com.first"])
+    }
+
+    @Test("the keychain's tools (every group) and callers without a known program are left as they are")
+    func toolsUntouched() {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = admit(Self.first, ["security"], answer: .deny)
+        let tool = Caller(accessGroups: ["security", Caller.wildcardGroup], application: Self.second)
+        #expect(registry.admit(tool) { _, _ in .deny }.accessGroups == ["security", Caller.wildcardGroup])
+    }
+}
