@@ -38,7 +38,7 @@ struct ApplicationRegistry: Sendable {
         var toBind: [Binding] = []
         for group in claimed {
             let members = known.filter { $0.group == group }.map(\.application)
-            if members.isEmpty || members.contains(application) {
+            if members.isEmpty || members.contains(where: { $0.isSameProgram(as: application) }) {
                 admitted.append(group)
                 if members.isEmpty { toBind.append(Binding(group: group, application: application)) }
                 continue

@@ -27,7 +27,9 @@ public struct CallerPolicy: Sendable {
         // empty digest: it is still checked, by path alone, never let through unchecked.
         let application = TrustedApplication(path: executable, digest: peer.executableDigest ?? Data())
         if let group = Self.tools[name], url.deletingLastPathComponent().path == toolDirectory {
-            return Caller(accessGroups: [group, Caller.wildcardGroup], application: application)
+            // Named by path alone (see TrustedApplication): an upgrade of the tools keeps their items' lists valid.
+            return Caller(accessGroups: [group, Caller.wildcardGroup],
+                          application: TrustedApplication(path: executable, digest: Data()))
         }
         let identity = ApplicationIdentity.current(executable: url, environment: [:])
         return Caller(accessGroups: identity.accessGroups, application: application)

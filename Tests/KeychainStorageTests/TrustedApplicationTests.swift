@@ -148,4 +148,19 @@ struct TrustedApplicationTests {
         #expect(try t.file.allItems(includingSecrets: true, caller: caller(Self.creator)).first?.secret != nil)
         #expect(try t.file.allItems(includingSecrets: true, caller: caller(Self.other)).first?.secret == nil)
     }
+
+    @Test("a program named by its path alone (keychaind's own tools) stays trusted across upgrades, and only there")
+    func pathOnlyIdentity() throws {
+        let tool = TrustedApplication(path: "/usr/libexec/keychain/security", digest: Data())
+        let upgraded = TrustedApplication(path: tool.path, digest: Data(repeating: 7, count: 32))
+        let t = try TestFile(password: nil)
+        try store(t, by: tool)
+        #expect(try read(t, as: tool) == ("secret", 0))
+        #expect(try read(t, as: upgraded) == ("secret", 0))
+        #expect(status { _ = try read(t, as: Self.other) } == -25308)
+        // And a tool reading an item whose list names its path with some digest (-T /path/to/security).
+        let listed = try TestFile(password: nil)
+        try store(listed, by: upgraded)
+        #expect(try read(listed, as: tool) == ("secret", 0))
+    }
 }

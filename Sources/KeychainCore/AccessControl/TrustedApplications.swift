@@ -4,9 +4,17 @@ import Foundation
 ///
 /// The program is named by its canonical path and the SHA-256 of its executable when it was trusted, so a rebuilt
 /// or replaced binary at the same path is asked about again (as macOS asks again after an application changes).
+/// An empty digest names the path alone: keychaind gives it to the keychain's own tools in its own installation
+/// directory (so that upgrading them does not make every item ask again, as Apple's signed tools keep their
+/// identity across updates), and to an executable it cannot read.
 public struct TrustedApplication: Sendable, Hashable {
     public var path: String
     public var digest: Data
+
+    /// The same program: the same path, and the same digest unless either names the path alone.
+    public func isSameProgram(as other: TrustedApplication) -> Bool {
+        path == other.path && (digest == other.digest || digest.isEmpty || other.digest.isEmpty)
+    }
 
     public init(path: String, digest: Data) {
         self.path = path
@@ -26,14 +34,14 @@ public enum ApplicationAccess: Sendable, Hashable {
     public func trusts(_ application: TrustedApplication) -> Bool {
         switch self {
         case .anyApplication: true
-        case .trusted(let list): list.contains(application)
+        case .trusted(let list): list.contains { $0.isSameProgram(as: application) }
         }
     }
 
     /// Whether `application` was trusted in an earlier build (same path, another digest): it has changed since.
     public func trustedEarlierBuild(of application: TrustedApplication) -> Bool {
         guard case .trusted(let list) = self else { return false }
-        return list.contains { $0.path == application.path && $0.digest != application.digest }
+        return list.contains { $0.path == application.path && !$0.isSameProgram(as: application) }
     }
 
     /// The list with `application` trusted ("Always Allow"), replacing an earlier build at the same path.
