@@ -26,6 +26,7 @@ enum Bridge {
         if let date = value as? Date { return .date(date) }
         if value is NSNull { return .null }
         if let ac = value as? SecAccessControl { return .accessControl(ac.value) }
+        if let access = value as? SecAccess { return .array(access.applications.map { .string($0) }) }
         if let context = value as? any AuthenticationContextProviding { return .authenticationContext(context.engine) }
         if let uuid = value as? UUID { return .uuid(uuid) }
         if let array = value as? [Any] { return .array(array.map(queryValue)) }

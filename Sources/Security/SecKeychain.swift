@@ -131,7 +131,6 @@ public final class SecKeychainItem: NSObject, @unchecked Sendable {
 
 public typealias SecKeychainRef = SecKeychain
 public typealias SecKeychainItemRef = SecKeychainItem
-public typealias SecAccess = NSObject
 
 public func SecKeychainGetTypeID() -> CFTypeID { 300 }
 public func SecKeychainItemGetTypeID() -> CFTypeID { 301 }
