@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .executable(name: "security", targets: ["SecurityTool"]),
         .executable(name: "keychaind", targets: ["keychaind"]),
+        .executable(name: "keychain-embedded", targets: ["keychain-embedded"]),
         .executable(name: "git-credential-keychain", targets: ["GitCredentialKeychain"]),
         .executable(name: "docker-credential-keychain", targets: ["DockerCredentialKeychain"]),
     ],
@@ -59,11 +60,20 @@ let package = Package(
             dependencies: ["KeychainCore"],
             swiftSettings: strictSettings
         ),
-        // What every front end calls: the KeychainService protocol, its embedded implementation, the native API.
-        // The front ends below depend on it and on Core only, never on KeychainStorage.
+        // The client interface every front end speaks (the KeychainService protocol), its remote implementation over
+        // keychaind, and the backend choice. No engine (no GRDB, no crypto): a program that links only this starts
+        // in a couple of milliseconds.
+        .target(
+            name: "KeychainInterface",
+            dependencies: ["KeychainCore", "KeychainWire", "CKeychainLinux"],
+            swiftSettings: strictSettings
+        ),
+        // Everything on the client side: KeychainInterface (re-exported), the embedded implementation (the engine in
+        // this process) and the native API. The front ends below depend on it and on Core only, never on
+        // KeychainStorage.
         .target(
             name: "KeychainClient",
-            dependencies: ["KeychainCore", "KeychainStorage", "KeychainWire", "CKeychainLinux"],
+            dependencies: ["KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainWire", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
@@ -94,21 +104,35 @@ let package = Package(
             name: "SecurityCommandLine",
             swiftSettings: strictSettings
         ),
-        // The `security` command, mirroring macOS's.
-        .executableTarget(
-            name: "SecurityTool",
-            dependencies: ["SecurityCommandLine", "KeychainClient", "KeychainCore"],
+        // The command-line tools' programs (`security`, mirroring macOS's; git's and docker's credential helpers),
+        // over the client interface alone.
+        .target(
+            name: "KeychainTools",
+            dependencies: ["SecurityCommandLine", "KeychainInterface", "KeychainCore"],
             swiftSettings: strictSettings
         ),
-        // Credential helpers for git and docker.
+        // `security`: links no engine, so that going through keychaind it starts fast (EmbeddedTwin).
+        .executableTarget(
+            name: "SecurityTool",
+            dependencies: ["KeychainTools", "KeychainInterface", "KeychainCore"],
+            swiftSettings: strictSettings
+        ),
+        // The same tools with the engine linked in: what they become when the keychain is opened in-process.
+        .executableTarget(
+            name: "keychain-embedded",
+            dependencies: ["KeychainTools", "KeychainClient", "KeychainCore"],
+            swiftSettings: strictSettings
+        ),
+        // Credential helpers for git and docker: like `security`, the client interface only (their programs are in
+        // KeychainTools; keychain-embedded runs them with the engine).
         .executableTarget(
             name: "GitCredentialKeychain",
-            dependencies: ["KeychainClient", "KeychainCore"],
+            dependencies: ["KeychainTools", "KeychainInterface", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "DockerCredentialKeychain",
-            dependencies: ["KeychainClient", "KeychainCore"],
+            dependencies: ["KeychainTools", "KeychainInterface", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         // Stores and reads a secret from the shell through the native API (the README's first command).
@@ -157,7 +181,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainClientTests",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainTestSupport"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
     ],

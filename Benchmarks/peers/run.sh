@@ -34,6 +34,8 @@ python3 -c "import secretstorage, keyring, keyrings.cryptfile, matplotlib" 2>/de
 # Statically linked Swift runtime, as a distribution would ship it: process start-up is then a few milliseconds.
 (cd "$root" && swift build -c release --product security --static-swift-stdlib --scratch-path .build-static >/dev/null)
 (cd "$root" && swift build -c release --product keychaind --static-swift-stdlib --scratch-path .build-static >/dev/null)
+# What `security` becomes when it opens the keychain in-process (the embedded column).
+(cd "$root" && swift build -c release --product keychain-embedded --static-swift-stdlib --scratch-path .build-static >/dev/null)
 security="$root/.build-static/release/security"
 (cd "$root/Benchmarks" && swift build -c release --product PeerWorkload >/dev/null)
 workload="$root/Benchmarks/.build/release/PeerWorkload"

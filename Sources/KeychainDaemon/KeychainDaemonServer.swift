@@ -18,6 +18,8 @@ public final class KeychainDaemonServer: Sendable {
     private let policy: CallerPolicy
     // SAFETY: set once in init, closed once by stop().
     private let listening: Mutex<Int32>
+    /// What every connection's service opens files with: made once (it reads the environment).
+    private let fileConfiguration: KeychainFile.Configuration
     private let lockFD: Int32
 
     /// Takes the single-instance lock and binds the socket (directory 0700, socket 0600).
@@ -26,6 +28,7 @@ public final class KeychainDaemonServer: Sendable {
     public init(locations: KeychainLocations, policy: CallerPolicy) throws(StartError) {
         self.locations = locations
         self.policy = policy
+        self.fileConfiguration = OpenKeychains.standardConfiguration(locations: locations)
         self.socket = locations.daemonSocket
         let directory = socket.deletingLastPathComponent()
         try Self.makePrivateDirectory(directory)
@@ -103,18 +106,12 @@ public final class KeychainDaemonServer: Sendable {
             }
         }
         idleLocker.start()
+        let listeningStopped = DispatchSemaphore(value: 0)
         let fd = listeningDescriptor
-        while true {
-            let client = accept(fd, nil, nil)
-            if client < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                break
-            }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            let thread = Thread { [self] in serve(client) }
-            thread.stackSize = 1 << 20
-            thread.start()
+        if !DetachedThread.start(name: "keychaind", stackSize: 1 << 20, { [self] in accept(on: fd, until: listeningStopped) }) {
+            accept(on: fd, until: listeningStopped)  // no thread to spare: accept (and serve) here
         }
+        listeningStopped.wait()
         stopped.store(true, ordering: .relaxed)
         // The files the daemon's clients used (in keychaind that is every open file; a server run inside another
         // program, as in the tests, leaves that program's own handles alone).
@@ -124,6 +121,26 @@ public final class KeychainDaemonServer: Sendable {
     }
 
     public func stop() { _ = shutdown(listeningDescriptor, Int32(SHUT_RDWR)) }
+
+    /// One accepting thread at a time (leader and followers): the thread that takes a connection first starts the
+    /// next accepting thread, then serves its client, so a new thread's start overlaps the client's first call
+    /// instead of delaying it. Signals `stopped` once the listening socket is shut down.
+    private func accept(on fd: Int32, until stopped: DispatchSemaphore) {
+        while true {
+            let client = Glibc.accept(fd, nil, nil)
+            if client < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                stopped.signal()
+                return
+            }
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            let handedOver = DetachedThread.start(name: "keychaind", stackSize: 1 << 20) { [self] in
+                accept(on: fd, until: stopped)
+            }
+            serve(client)
+            if handedOver { return }  // else no thread could be made: this one accepts again
+        }
+    }
 
     /// Device and inode of the file at `path`, or nil when there is none.
     private static func identity(of path: String) -> [UInt64]? {
@@ -160,9 +177,6 @@ public final class KeychainDaemonServer: Sendable {
         guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
         guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
         guard let claimed = policy.caller(for: peer) else { return refuse(fd, "cannot identify the caller's program") }
-        // Groups bound to other programs are left out until the user says otherwise (asked once the client has
-        // said where it can be asked: its session).
-        var caller = registry.admit(claimed) { _, _ in .unavailable }
         do {
             guard let hello = try Framing.receive(on: fd, limit: 64) else { return }
             try Framing.checkHello(hello)
@@ -170,8 +184,10 @@ public final class KeychainDaemonServer: Sendable {
             return refuse(fd, error.message)
         }
         guard Framing.send(Framing.hello(), on: fd) else { return }
-        var service = register(EmbeddedKeychainService(locations: locations, caller: caller))
-        defer { retire(service) }
+        // Made at the first request, so that a client that opens its session first (every client of ours does)
+        // gets one service, not one before and one after.
+        var connectionService: EmbeddedKeychainService?
+        defer { if let connectionService { retire(connectionService) } }
         var contexts = ConnectionContexts(prompter: nil)
         while true {
             var frame: [UInt8]
@@ -186,16 +202,24 @@ public final class KeychainDaemonServer: Sendable {
                 let request = try Request.decode(frame)
                 if case .session(let session) = request {
                     let prompter = Self.prompter(for: session)
-                    caller = registry.admit(claimed) { group, members in
+                    // Groups bound to other programs are left out until the user says yes, asked where the client
+                    // said it can be asked.
+                    let caller = registry.admit(claimed) { group, members in
                         guard let prompter, let program = claimed.application?.path else { return .unavailable }
                         let others = members.map(\.path).joined(separator: ", ")
                         return prompter.requestConfirmation(ConfirmationRequest(description:
                             "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others)."))
                     }
-                    retire(service)
-                    service = register(EmbeddedKeychainService(locations: locations, caller: caller, prompter: prompter))
+                    if let connectionService { retire(connectionService) }
+                    connectionService = register(EmbeddedKeychainService(
+                        locations: locations, caller: caller, prompter: prompter, baseConfiguration: fileConfiguration))
                     contexts = ConnectionContexts(prompter: prompter)
                 }
+                // A client that never opened a session: nobody to ask about groups bound to other programs.
+                let service = connectionService ?? register(EmbeddedKeychainService(
+                    locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
+                    baseConfiguration: fileConfiguration))
+                connectionService = service
                 if case .subscribe = request { return streamEvents(to: fd) }
                 response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
                 if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,

@@ -45,11 +45,18 @@ public struct PeerIdentity: Sendable, Hashable {
     }
 
     /// Field 22 of /proc/PID/stat: when the process started (in clock ticks since boot).
+    /// Read with one system call and parsed as bytes: it runs twice for every connection.
     static func startTime(of pid: pid_t) -> UInt64? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? UInt64(fields[19]) : nil
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 1024)  // the fields up to the start time fit well within this
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        // The command name (field 2) may hold spaces and parentheses: count fields after its last ")".
+        guard let close = buffer[..<count].lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        let fields = buffer[(close + 1)..<count].split(separator: UInt8(ascii: " "))
+        guard fields.count > 19 else { return nil }
+        return UInt64(String(decoding: fields[19], as: UTF8.self))
     }
 }

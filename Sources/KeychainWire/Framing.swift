@@ -19,9 +19,21 @@ public enum Framing {
 
     /// Writes one frame; false when the peer has gone.
     public static func send(_ payload: [UInt8], on fd: Int32) -> Bool {
-        var header = withUnsafeBytes(of: UInt32(payload.count).bigEndian) { Array($0) }
-        defer { header.removeAll() }
-        return writeAll(header, fd) && writeAll(payload, fd)
+        send([payload], on: fd)
+    }
+
+    /// Writes frames back to back in one write (one system call and one wake-up of the reader for a request and
+    /// its header, or for requests sent ahead of their answers); false when the peer has gone. The buffer is wiped:
+    /// a payload may carry a secret.
+    public static func send(_ payloads: [[UInt8]], on fd: Int32) -> Bool {
+        var frames: [UInt8] = []
+        frames.reserveCapacity(payloads.reduce(0) { $0 + 4 + $1.count })
+        for payload in payloads {
+            withUnsafeBytes(of: UInt32(payload.count).bigEndian) { frames.append(contentsOf: $0) }
+            frames.append(contentsOf: payload)
+        }
+        defer { frames.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } } }
+        return writeAll(frames, fd)
     }
 
     /// Reads one frame of at most `limit` bytes; nil at a clean end of stream.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 /// The daemon protocol's value encoding: type-tagged, big-endian, length-prefixed. Every length is checked against

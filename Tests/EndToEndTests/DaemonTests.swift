@@ -283,7 +283,7 @@ struct DaemonTests {
         defer { terminal.close() }
         let screen = terminal.waitForScreen(containing: "Password:")
         #expect(screen.contains("wants to use the keychain"))
-        try terminal.type(["pw", "Enter"])
+        #expect(try terminal.enterPassword("pw"), "\(terminal.screen())")
         var result = ""
         _ = terminal.waitUntil(seconds: 60) {
             result = (try? String(contentsOf: output, encoding: .utf8)) ?? ""

@@ -425,9 +425,11 @@ extension ProcessHardeningTests {
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
                 && FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-curses")))
 struct PinentryTmuxTests {
-    /// Runs `security unlock-keychain work` in tmux with pinentry-curses, types `keys` once the prompt shows, and
-    /// returns the exit status (nil if it never ended) and the prompt's screen.
-    func unlock(_ tool: Tool, keys: [String]) throws -> (Int32?, String) {
+    /// Runs `security unlock-keychain work` in tmux with pinentry-curses, answers once the prompt shows (types
+    /// `keys`, or with `answer`), and returns the exit status (nil if it never ended) and the prompt's screen.
+    func unlock(_ tool: Tool, password: String? = nil, answer: ((TmuxTerminal) throws -> Void)? = nil) throws
+        -> (Int32?, String)
+    {
         let env = tool.environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME"].contains($0.key) }
             .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let exitFile = tool.home.appendingPathComponent("exit-\(UUID().uuidString.prefix(8))")
@@ -437,7 +439,8 @@ struct PinentryTmuxTests {
         defer { terminal.close() }
         let screen = terminal.waitForScreen(containing: "Password:")
         guard screen.contains("Password:") else { return (nil, screen) }
-        try terminal.type(keys)
+        if let answer { try answer(terminal) }
+        if let password, !(try terminal.enterPassword(password)) { return (nil, terminal.screen()) }
         var status: Int32?
         _ = terminal.waitUntil(seconds: 60) {
             guard let text = try? String(contentsOf: exitFile, encoding: .utf8), text.hasSuffix("\n") else { return false }
@@ -452,12 +455,15 @@ struct PinentryTmuxTests {
         let tool = Tool()
         defer { try? FileManager.default.removeItem(at: tool.home) }
         #expect(try tool.run("create-keychain", "-p", "hunter2", "work").status == 0)
-        let (right, screen) = try unlock(tool, keys: ["hunter2", "Enter"])
+        let (right, screen) = try unlock(tool, password: "hunter2")
         #expect(screen.contains("Enter the password to unlock the keychain work."))
         #expect(right == 0)
-        let (wrong, _) = try unlock(tool, keys: ["nope", "Enter"])
-        #expect(wrong == 51)
-        let (cancelled, _) = try unlock(tool, keys: ["Tab", "Tab", "Enter"])
+        let (wrong, wrongScreen) = try unlock(tool, password: "nope")
+        #expect(wrong == 51, "\(wrongScreen)")
+        let (cancelled, _) = try unlock(tool) { terminal in
+            #expect(try terminal.focus("<Cancel>"))
+            try terminal.type(["Enter"])
+        }
         #expect(cancelled == 128)
     }
 }

@@ -25,6 +25,24 @@ struct TmuxTerminal {
 
     func screen() -> String { (try? Self.tmux("capture-pane", "-p", "-t", name)) ?? "" }
 
+    /// The screen with its attributes as escape sequences (pinentry-curses shows the focused button in reverse
+    /// video, `ESC[7m`).
+    func styledScreen() -> String { (try? Self.tmux("capture-pane", "-e", "-p", "-t", name)) ?? "" }
+
+    /// Moves pinentry-curses' focus with Tab until `button` (as drawn: `<Cancel>`) is highlighted, waiting for each
+    /// Tab to show before the next: a key sent while the screen is still being set up can be lost on a loaded machine.
+    @discardableResult
+    func focus(_ button: String, maximumTabs: Int = 6) throws -> Bool {
+        let highlighted = "\u{1b}[7m" + button
+        for _ in 0..<maximumTabs {
+            let before = styledScreen()
+            if before.contains(highlighted) { return true }
+            try Self.tmux("send-keys", "-t", name, "Tab")
+            _ = waitUntil(seconds: 20) { styledScreen() != before }
+        }
+        return styledScreen().contains(highlighted)
+    }
+
     /// Waits until the screen shows `text`; returns the last screen seen (check it for `text` yourself).
     @discardableResult
     func waitForScreen(containing text: String, seconds: Double = 60) -> String {
@@ -34,6 +52,19 @@ struct TmuxTerminal {
             return last.contains(text)
         }
         return last
+    }
+
+    /// Waits for the whole pinentry-curses dialog (its buttons are drawn last), types `password`, waits until the
+    /// field shows one `*` per character, then presses Enter. Returns false (with the screen left as it was) if the
+    /// dialog never finished drawing or the characters never all arrived, so a test fails with a reason instead of
+    /// leaving pinentry waiting for an Enter that belongs to lost keys.
+    func enterPassword(_ password: String) throws -> Bool {
+        guard waitForScreen(containing: "<Cancel>").contains("<Cancel>") else { return false }
+        try Self.tmux("send-keys", "-t", name, "-l", password)
+        let masked = String(repeating: "*", count: password.count) + "_"
+        guard waitUntil(seconds: 30, { screen().contains(masked) }) else { return false }
+        try Self.tmux("send-keys", "-t", name, "Enter")
+        return true
     }
 
     /// Types literal text, or a named key (`Enter`, `Escape`, `Tab`).

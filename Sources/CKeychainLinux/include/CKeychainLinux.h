@@ -11,6 +11,14 @@ int ckeychain_set_non_dumpable(void);
 /// The current PR_GET_DUMPABLE value (1 dumpable, 0 not), or -1 where prctl is not available.
 int ckeychain_get_dumpable(void);
 
+/// Names the calling thread (PR_SET_NAME, 15 bytes kept); on the main thread that is the name ps, pgrep and
+/// /proc/PID/status show for the process. Returns 0 or -1 with errno.
+int ckeychain_set_process_name(const char *name);
+
+/// The process's environment block (`environ`), which may be NULL after clearenv(3): Swift imports the global itself
+/// as never NULL.
+char *const *ckeychain_environment(void);
+
 /// The peer of a connected Unix socket, as the kernel recorded it at connect time (SO_PEERCRED; struct ucred needs
 /// _GNU_SOURCE, which Swift's Glibc module does not define). Returns 0 and fills pid, uid, gid; -1 with errno set.
 int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);

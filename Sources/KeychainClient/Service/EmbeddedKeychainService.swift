@@ -26,13 +26,16 @@ public final class EmbeddedKeychainService: KeychainService {
 
     ///   - prompter: asks this client's user when a call allows it (unlock a locked keychain, authenticate for a
     ///     protected item); nil uses the process's default (the terminal, or pinentry).
+    ///   - baseConfiguration: the file configuration to start from (default: ``OpenKeychains/standardConfiguration``,
+    ///     which reads the environment; keychaind makes it once, not per connection).
     public init(locations: KeychainLocations = .current(), caller: Caller? = nil, prompter: (any Prompter)? = nil,
+                baseConfiguration: KeychainFile.Configuration? = nil,
                 configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
         self.locations = locations
         self.prompter = prompter
         self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
         self.preferences = KeychainPreferences(locations: locations)
-        var configuration = OpenKeychains.standardConfiguration(locations: locations)
+        var configuration = baseConfiguration ?? OpenKeychains.standardConfiguration(locations: locations)
         configure(&configuration)
         self.configuration = configuration
     }
@@ -73,7 +76,7 @@ public final class EmbeddedKeychainService: KeychainService {
         let file = try KeychainFile.create(at: target, password: password, settings: settings,
                                            configuration: configuration)
         OpenKeychains.shared.adopt(file)
-        used.withLock { _ = $0.insert(file.url.standardizedFileURL.path) }
+        used.withLock { _ = $0.insert(file.standardizedPath) }
     }
 
     public func deleteKeychain(_ keychain: KeychainReference) throws(KeychainError) {
@@ -265,7 +268,7 @@ public final class EmbeddedKeychainService: KeychainService {
     func file(_ keychain: KeychainReference) throws(KeychainError) -> KeychainFile {
         let file = try OpenKeychains.shared.file(at: url(keychain), configuration: configuration, createWithPassword: nil,
                                                  create: false)
-        used.withLock { _ = $0.insert(file.url.standardizedFileURL.path) }
+        used.withLock { _ = $0.insert(file.standardizedPath) }
         return file
     }
 
@@ -280,7 +283,7 @@ public final class EmbeddedKeychainService: KeychainService {
         }
         let file = try OpenKeychains.shared.file(at: target, configuration: configuration, createWithPassword: nil,
                                                  create: true)
-        used.withLock { _ = $0.insert(file.url.standardizedFileURL.path) }
+        used.withLock { _ = $0.insert(file.standardizedPath) }
         let first = announcedLogin.withLock { announced in
             defer { announced = true }
             return !announced

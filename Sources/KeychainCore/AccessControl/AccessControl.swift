@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An item's access control (`SecAccessControl`): its accessibility plus flags that demand more than an
 /// unlocked keychain (semantics §5.1).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// The engine's `LAContext`: the credentials a caller has supplied or proved, how it may interact with the user,

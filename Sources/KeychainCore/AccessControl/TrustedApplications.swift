@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A program an item trusts to read its secret without asking: macOS's trusted-application ACL.
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// When an item's secret can be read (`kSecAttrAccessible`, stored as `pdmn`).
 public enum Accessibility: String, CaseIterable, Hashable, Sendable, Codable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A stored item without its secret: class, attributes (defaults filled in), access control and identity.
 public struct Item: Sendable, Hashable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The kinds of item a keychain stores (`kSecClass`).
 public enum ItemClass: String, CaseIterable, Hashable, Sendable, Codable {

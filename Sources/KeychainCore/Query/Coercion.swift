@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Apple's input coercion for attribute values (semantics §1.2). Failure is `errSecParam`.
 enum Coercion {

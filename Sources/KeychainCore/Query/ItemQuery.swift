@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Which of the four calls a dictionary is parsed for; the rules differ (semantics §3.3–§3.7).
 public enum Operation: String, Sendable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An opaque handle to one item (`kSecValuePersistentRef`): the class code and the item's UUID (20 bytes), as
 /// Apple's current format; Apple's older 12-byte form (class + row id) is accepted on input.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Parses Apple-style dictionaries into ``ItemQuery`` values with Apple's status codes (semantics §3.1).
 public enum QueryParser {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A value in a query or attribute dictionary, as a front end hands it in (Apple's CF types, minus the CF).
 public indirect enum QueryValue: Sendable, Hashable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Who is calling, as far as the keychain's rules care: the access groups it may use (semantics §3.2, §3.3).
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Apple's item rules that need no file: building a new item, matching, applying an update (semantics §2, §3).
 public enum ItemRules {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One attribute of an item class: its 4-character code, kind, and whether it is part of the uniqueness key.
 public struct AttributeDescriptor: Sendable, Hashable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// How an attribute's value is coerced on input and compared (semantics §1.2).
 public enum AttributeKind: Sendable, Hashable {

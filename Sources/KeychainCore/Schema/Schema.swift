@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Apple's attribute tables for each stored class (semantics §1.3–§1.7) and their uniqueness keys (§2.1).
 public enum Schema {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The one error type of the keychain: an Apple status code, a message for people, and where it was raised.
 ///

@@ -30,7 +30,7 @@ extension KeychainFile {
         } else {
             if let old, !old.isEmpty { throw KeychainError(.authFailed) }
             try unlock(password: nil)
-            oldKeys = keys.withLock { $0.classKeys }
+            oldKeys = keys.withLock { $0.classKeys.all }
         }
         var newHeader = oldHeader
         newHeader.hasPassword = !(new?.isEmpty ?? true)

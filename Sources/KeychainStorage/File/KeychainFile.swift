@@ -27,6 +27,8 @@ public final class KeychainFile: Sendable {
     public typealias Settings = KeychainSettings
 
     public let url: URL
+    /// `url`'s standardized path, made once: what the process's handles and a service's used files are keyed by.
+    public let standardizedPath: String
     let database: DatabaseQueue
     let configuration: Configuration
     let deviceKey: SymmetricKey
@@ -45,8 +47,9 @@ public final class KeychainFile: Sendable {
     }
 
     struct UnlockedKeys: Sendable {
-        var classKeys: [Accessibility: SymmetricKey] = [:]
-        var metadataKeys: [Accessibility: SymmetricKey] = [:]
+        /// In locked memory (mlock, MADV_DONTDUMP), zeroed when dropped: see ``LockedMemory``.
+        var classKeys = LockedKeyRing()
+        var metadataKeys = LockedKeyRing()
         var lastActivity: Date = .distantPast
         /// When the keychain password was last entered correctly (for an authentication context's reuse window).
         var lastPasswordEntry: Date = .distantPast
@@ -55,6 +58,7 @@ public final class KeychainFile: Sendable {
     private init(url: URL, database: DatabaseQueue, configuration: Configuration, deviceKey: SymmetricKey,
                  header: FileHeader) {
         self.url = url
+        self.standardizedPath = url.standardizedFileURL.path
         self.database = database
         self.configuration = configuration
         self.deviceKey = deviceKey

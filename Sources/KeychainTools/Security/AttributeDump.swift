@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 /// The attribute dump of macOS `security` (`print_keychain_item_attributes`, semantics §8.4).
@@ -69,9 +73,10 @@ enum AttributeDump {
     /// CSSM time: `YYYYMMDDhhmmssZ` in UTC.
     static func timeString(_ date: Date) -> String {
         var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
+        calendar.timeZone = TimeZone(secondsFromGMT: 0)!  // by offset: named zones need ICU, which the tools do not link
         let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        return String(format: "%04d%02d%02d%02d%02d%02dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+        let fields = [(c.year!, 4), (c.month!, 2), (c.day!, 2), (c.hour!, 2), (c.minute!, 2), (c.second!, 2)]
+        return fields.map { Hex.padded(String($0.0), to: $0.1) }.joined() + "Z"
     }
 
     /// A four-character code (`-c`, `-C`, `-r`) as the number Apple stores.

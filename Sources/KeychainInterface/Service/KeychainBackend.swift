@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 #if canImport(Glibc)
@@ -7,31 +11,42 @@ import Glibc
 
 /// Which keychain service a front end gets: `KEYCHAIN_BACKEND=embedded|daemon|auto` (default auto).
 ///
-/// - `embedded`: the files are opened in this process (``EmbeddedKeychainService``).
+/// - `embedded`: the files are opened in this process (`EmbeddedKeychainService`, in KeychainClient).
 /// - `daemon`: keychaind (``RemoteKeychainService``), started on demand when none runs, as gpg starts gpg-agent.
 /// - `auto`: keychaind when one serves these locations, else embedded. (Starting one here would change where every
 ///   program's unlock state lives behind its back; `daemon` or a systemd socket unit opts in.)
+///
+/// This module links no engine: ``choose(locations:environment:)`` says which one, and a program that links
+/// KeychainClient turns `.embedded` into the in-process engine (`KeychainBackend.service`), while the command-line
+/// front ends run their engine-linked twin (``EmbeddedTwin``) so that the daemon path starts fast.
 public enum KeychainBackend {
-    /// The service for this process. `caller` is what an embedded service uses; the daemon decides for itself.
-    public static func service(caller: Caller? = nil, locations: KeychainLocations = .current(),
-                               environment: [String: String] = ProcessInfo.processInfo.environment)
-        throws(KeychainError) -> any KeychainService
+    public enum Choice {
+        case remote(RemoteKeychainService)
+        case embedded
+    }
+
+    public static func choose(locations: KeychainLocations = .current(),
+                              environment: [String: String] = ProcessEnvironment.current())
+        throws(KeychainError) -> Choice
     {
         switch environment["KEYCHAIN_BACKEND"] ?? "auto" {
         case "embedded":
-            return EmbeddedKeychainService(locations: locations, caller: caller)
+            return .embedded
         case "daemon":
-            if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
+            if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, environment: environment) { return .remote(remote) }
             try startDaemon(environment: environment)
-            // Up to 15 s: on a loaded machine a starting daemon can take seconds to bind (each try is cheap).
-            for _ in 0..<750 {
-                if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
+            // Up to 15 s: on a loaded machine a starting daemon can take seconds to bind (each try is cheap). A daemon
+            // that was killed a moment ago may still hold its single-instance lock while it ends, so that the one just
+            // started declines: start another every second until one answers.
+            for attempt in 1...750 {
+                if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, environment: environment) { return .remote(remote) }
                 usleep(20_000)
+                if attempt % 50 == 0 { try? startDaemon(environment: environment) }
             }
             throw KeychainError(.notAvailable, "keychaind did not start (\(locations.daemonSocket.path))")
         case "auto", "":
-            if let remote = try? RemoteKeychainService.connect(to: locations.daemonSocket) { return remote }
-            return EmbeddedKeychainService(locations: locations, caller: caller)
+            if let remote = try? RemoteKeychainService.connect(to: locations.daemonSocket, environment: environment) { return .remote(remote) }
+            return .embedded
         case let other:
             throw KeychainError(.param, "KEYCHAIN_BACKEND must be embedded, daemon or auto, not \(other)")
         }

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import KeychainCore
 
 /// macOS `security`'s `print_buffer`: hex when any byte is non-printable, a quoted string when any is printable.
 enum BufferPrinter {
@@ -10,7 +15,7 @@ enum BufferPrinter {
         let anyPrintable = bytes.contains { isPrintable($0) }
         var out = ""
         if anyNonPrintable {
-            out += "0x" + bytes.map { String(format: "%02X", $0) }.joined()
+            out += "0x" + Hex.string(bytes, uppercase: true)
             out += anyPrintable ? "  " : " "
         }
         if anyPrintable {
@@ -19,7 +24,7 @@ enum BufferPrinter {
                 if isPrintable(b) {
                     out.unicodeScalars.append(UnicodeScalar(b))
                 } else {
-                    out += "\\" + String(format: "%03o", b)
+                    out += "\\" + Hex.octal(b)
                 }
             }
             out += "\""
@@ -35,6 +40,6 @@ enum BufferPrinter {
     /// `-w` output: the raw password, or lowercase hex if any byte is not printable (isprint).
     static func passwordForW(_ bytes: [UInt8]) -> [UInt8] {
         if bytes.allSatisfy({ $0 >= 0x20 && $0 <= 0x7e }) { return bytes }
-        return Array(bytes.map { String(format: "%02x", $0) }.joined().utf8)
+        return Array(Hex.string(bytes).utf8)
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 import Synchronization
 
@@ -8,8 +12,8 @@ import Glibc
 
 /// Reading secrets from the user: the terminal with echo off, or standard input when there is no terminal.
 enum Terminal {
-    static func writeError(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
-    static func writeOut(_ text: String) { FileHandle.standardOutput.write(Data(text.utf8)) }
+    static func writeError(_ text: String) { StandardStreams.write(Array(text.utf8), to: 2) }
+    static func writeOut(_ text: String) { StandardStreams.write(Array(text.utf8), to: 1) }
 
     /// Prompts on /dev/tty with echo off; nil when there is no terminal.
     static func readSecret(prompt: String) -> SecretBytes? {

@@ -1,5 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import KeychainClient
+#endif
+import KeychainInterface
 import KeychainCore
 import SecurityCommandLine
 
@@ -63,7 +67,7 @@ struct KeychainCommands {
             let password: SecretBytes?
             if let given = opts.value("p") {
                 password = RawArguments.secret(given)
-            } else if Terminal.hasTerminal || ProcessInfo.processInfo.environment["KEYCHAIN_PROMPTER"] == "pinentry" {
+            } else if Terminal.hasTerminal || ProcessEnvironment.current()["KEYCHAIN_PROMPTER"] == "pinentry" {
                 password = try session.askUnlockPassword(label: name ?? "default")
                 if password == nil { throw KeychainError.interactionNotAllowed() }
             } else {

@@ -1,4 +1,12 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+
+#if canImport(Glibc)
+import Glibc
+#endif
 import KeychainCore
 
 /// Where keychains, their device key and the user's preferences live (XDG base directories).
@@ -25,7 +33,7 @@ public struct KeychainLocations: Sendable, Hashable {
     /// directories: the user's own are `keychaind.sock`; any other set (tests, a second home) gets a socket of its
     /// own, named by a hash of its directories, so that it never reaches another set's daemon.
     public var daemonSocket: URL {
-        let home = URL(fileURLWithPath: ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory())
+        let home = URL(fileURLWithPath: Self.homeDirectory(ProcessEnvironment.current()))
         let standard = Self(
             keychainDirectory: home.appendingPathComponent(".local/share/keychains"),
             stateDirectory: home.appendingPathComponent(".local/state/keychain"),
@@ -39,8 +47,8 @@ public struct KeychainLocations: Sendable, Hashable {
     }
 
     /// The locations for the current user, from the environment.
-    public static func current(environment: [String: String] = ProcessInfo.processInfo.environment) -> Self {
-        let home = URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory())
+    public static func current(environment: [String: String] = ProcessEnvironment.current()) -> Self {
+        let home = URL(fileURLWithPath: Self.homeDirectory(environment))
         func base(_ variable: String, _ fallback: String) -> URL {
             if let value = environment[variable], value.hasPrefix("/") { return URL(fileURLWithPath: value) }
             return home.appendingPathComponent(fallback)
@@ -66,7 +74,14 @@ public struct KeychainLocations: Sendable, Hashable {
     }
 
     public var loginKeychain: URL { url(forKeychain: "login") }
-    var defaultKeychainFile: URL { configDirectory.appendingPathComponent("default-keychain") }
-    var loginKeychainFile: URL { configDirectory.appendingPathComponent("login-keychain") }
-    var searchListFile: URL { configDirectory.appendingPathComponent("search-list") }
+    public var defaultKeychainFile: URL { configDirectory.appendingPathComponent("default-keychain") }
+    public var loginKeychainFile: URL { configDirectory.appendingPathComponent("login-keychain") }
+    public var searchListFile: URL { configDirectory.appendingPathComponent("search-list") }
+
+    /// `$HOME`, else the user database's home directory.
+    static func homeDirectory(_ environment: [String: String]) -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
+        return "/"
+    }
 }

@@ -1,10 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
-import KeychainStorage
-import Synchronization
 
 /// Apple's four item calls on one keychain through a ``KeychainService``: what `SecItem*`, the credential helpers
-/// and the native ``Keychain`` API use. Errors carry Apple's status codes.
+/// and the native ``Keychain`` API use. Errors carry Apple's status codes. (Ways to open one with the engine in
+/// this process, `open`, `shared` and `openDefault`, come with KeychainClient.)
 public final class KeychainClient: Sendable {
     public let service: any KeychainService
     /// The keychain the calls go to; nil is the service's default keychain.
@@ -13,44 +16,6 @@ public final class KeychainClient: Sendable {
     public init(service: any KeychainService, keychain: KeychainReference? = nil) {
         self.service = service
         self.keychain = keychain
-    }
-
-    /// An embedded client for a keychain by name or path, created (with `password`, or none) if it does not exist.
-    public static func open(
-        keychain nameOrPath: String, locations: KeychainLocations = .current(), caller: Caller,
-        createWithPassword password: SecretBytes? = nil, kdf: KDFParameters = .standard,
-        clock: (@Sendable () -> Date)? = nil
-    ) throws(KeychainError) -> KeychainClient {
-        let service = EmbeddedKeychainService(locations: locations, caller: caller) { configuration in
-            configuration.kdf = kdf
-            if let clock { configuration.clock = clock }
-        }
-        let reference = service.resolve(nameOrPath)
-        try service.createKeychainIfMissing(reference, password: password, settings: .never)
-        return KeychainClient(service: service, keychain: reference)
-    }
-
-    private static let sharedClient = Mutex<KeychainClient?>(nil)
-
-    /// The process's client for the default keychain (`login` unless configured), with the application's access
-    /// groups (see ``ApplicationIdentity``). Opening happens at the first call, not here.
-    /// The service is chosen by ``KeychainBackend`` (keychaind when it runs, or with `KEYCHAIN_BACKEND=daemon`).
-    public static func shared() throws(KeychainError) -> KeychainClient {
-        try sharedClient.withLock { (client: inout KeychainClient?) throws(KeychainError) -> KeychainClient in
-            if let client { return client }
-            let made = KeychainClient(service: try KeychainBackend.service())
-            client = made
-            return made
-        }
-    }
-
-    /// A client of the user's default keychain for a tool that declares its groups when embedded (the credential
-    /// helpers); through keychaind the daemon decides. With no keychain at all, the first call creates `login`
-    /// without a password and says so once.
-    public static func openDefault(caller: Caller, locations: KeychainLocations = .current()) throws(KeychainError)
-        -> KeychainClient
-    {
-        KeychainClient(service: try KeychainBackend.service(caller: caller, locations: locations))
     }
 
     // MARK: - Apple's four calls, on dictionaries

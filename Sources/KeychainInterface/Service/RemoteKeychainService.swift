@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 import KeychainWire
 import Synchronization
@@ -21,8 +25,12 @@ public final class RemoteKeychainService: KeychainService {
         self.connection = Mutex(fd)
     }
 
-    /// Connects to the daemon at `socket`; nil when none answers there.
-    public static func connect(to socket: URL) throws(KeychainError) -> RemoteKeychainService? {
+    /// Connects to the daemon at `socket`; nil when none answers there. `environment` tells where this client's user
+    /// can be asked (``currentSession(environment:)``).
+    public static func connect(to socket: URL,
+                               environment: [String: String] = ProcessEnvironment.current())
+        throws(KeychainError) -> RemoteKeychainService?
+    {
         let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw KeychainError(.io, "cannot make a socket (errno \(errno))") }
         var address = sockaddr_un()
@@ -45,15 +53,18 @@ public final class RemoteKeychainService: KeychainService {
             Glibc.close(fd)
             return nil
         }
-        // The greeting: both sides say which protocol they speak.
-        guard Framing.send(Framing.hello(), on: fd) else {
+        // The greeting (both sides say which protocol they speak) and, sent ahead of its answer, where this client's
+        // user can be asked: the daemon draws its own pinentry there. One write, one round trip.
+        var session: [UInt8] = []
+        do { session = try Request.session(currentSession(environment: environment)).encode() } catch {}
+        guard Framing.send(session.isEmpty ? [Framing.hello()] : [Framing.hello(), session], on: fd) else {
             Glibc.close(fd)
             return nil
         }
         let answer: [UInt8]?
         do { answer = try Framing.receive(on: fd, limit: 4096) } catch {
             Glibc.close(fd)
-            throw KeychainError(.internalComponent, error.message)
+            return nil  // it went away in the middle of its greeting (killed, or ending): nobody serves there
         }
         guard let answer else {
             Glibc.close(fd)
@@ -67,15 +78,24 @@ public final class RemoteKeychainService: KeychainService {
             Glibc.close(fd)
             throw KeychainError(.internalComponent, error.message)
         }
-        let service = RemoteKeychainService(socket: socket, fd: fd)
-        // Where this client's user can be asked; the daemon draws its own pinentry there.
-        _ = try? service.call(.session(currentSession()))
-        return service
+        // The session's answer (an error there only means the daemon cannot ask this client's user).
+        if !session.isEmpty {
+            do {
+                guard try Framing.receive(on: fd, limit: WireLimits.maximumResponse) != nil else {
+                    Glibc.close(fd)
+                    return nil
+                }
+            } catch {
+                Glibc.close(fd)
+                return nil  // it went away: as above
+            }
+        }
+        return RemoteKeychainService(socket: socket, fd: fd)
     }
 
     /// This process's terminal (GPG_TTY, else the first of its standard streams that is one) and display, unless
     /// KEYCHAIN_PROMPTER=none.
-    static func currentSession(environment: [String: String] = ProcessInfo.processInfo.environment) -> ClientSession {
+    static func currentSession(environment: [String: String] = ProcessEnvironment.current()) -> ClientSession {
         if environment["KEYCHAIN_PROMPTER"] == "none" {
             return ClientSession(terminal: nil, display: nil, waylandDisplay: nil, term: nil)
         }
@@ -107,7 +127,7 @@ public final class RemoteKeychainService: KeychainService {
             return fd
         }
         let subscription = EventSubscription(fd: fd)
-        let reader = Thread {
+        let started = DetachedThread.start(name: "keychain events") {
             while let bytes = try? Framing.receive(on: fd, limit: WireLimits.maximumResponse),
                 case .event(let event) = try? Response.decode(bytes)
             {
@@ -115,8 +135,10 @@ public final class RemoteKeychainService: KeychainService {
             }
             subscription.finished()
         }
-        reader.name = "keychain events"
-        reader.start()
+        guard started else {
+            subscription.finished()
+            throw KeychainError(.allocate, "cannot start the event reader thread")
+        }
         return subscription
     }
 

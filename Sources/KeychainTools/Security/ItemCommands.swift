@@ -1,5 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import KeychainClient
+#endif
+import KeychainInterface
 import KeychainCore
 import SecurityCommandLine
 
@@ -104,7 +108,7 @@ struct ItemCommands {
         let (keychain, found) = try firstMatch(kind, opts, wantSecret: opts.has("g") || opts.has("w"))
         let secret = found.secret.map { s in s.withUnsafeBytes { [UInt8]($0) } } ?? []
         if opts.has("w") {
-            FileHandle.standardOutput.write(Data(BufferPrinter.passwordForW(secret) + [0x0a]))
+            StandardStreams.write(BufferPrinter.passwordForW(secret) + [0x0a], to: 1)
             return 0
         }
         if json {

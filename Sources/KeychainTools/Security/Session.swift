@@ -1,18 +1,34 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import KeychainClient
+#endif
 import KeychainCore
+import KeychainInterface
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Which keychains a command works on, through the keychain service, unlocked on demand.
 final class Session {
+    private let makeService: () throws(KeychainError) -> any KeychainService
     private var connected: (any KeychainService)?
+    /// States just read by ``searchList(_:)``, used once by ``unlockIfNeeded(_:)`` instead of asking again (one
+    /// round trip to keychaind fewer per keychain searched).
+    private var freshStates: [KeychainReference: KeychainState] = [:]
 
-    /// The keychain service (``KeychainBackend``: keychaind or in-process), made at first use. Embedded, the tool
-    /// sees every access group (like macOS's tool on the file keychain) and what it adds lands in `security`;
+    init(makeService: @escaping () throws(KeychainError) -> any KeychainService) {
+        self.makeService = makeService
+    }
+
+    /// The keychain service (keychaind or in-process, as the executable decided), made at first use. Embedded, the
+    /// tool sees every access group (like macOS's tool on the file keychain) and what it adds lands in `security`;
     /// through keychaind, the daemon decides the same for the installed tool.
     var service: any KeychainService {
         if let connected { return connected }
         do {
-            let made = try KeychainBackend.service(caller: Caller(accessGroups: ["security", Caller.wildcardGroup]))
+            let made = try makeService()
             connected = made
             return made
         } catch {
@@ -40,7 +56,10 @@ final class Session {
     func searchList(_ names: [String]) throws(KeychainError) -> [KeychainReference] {
         if !names.isEmpty { return try names.map { name throws(KeychainError) in try keychain(name) } }
         var found: [KeychainReference] = []
-        for reference in service.searchList() where try service.state(of: reference).exists {
+        for reference in service.searchList() {
+            let state = try service.state(of: reference)
+            guard state.exists else { continue }
+            freshStates[reference] = state
             found.append(reference)
         }
         if found.isEmpty { found.append(try keychain(nil)) }
@@ -50,7 +69,8 @@ final class Session {
     /// Asks for the password on the terminal when a locked keychain must be read; without one, it stays locked
     /// and the read fails with errSecInteractionNotAllowed.
     func unlockIfNeeded(_ keychain: KeychainReference) throws(KeychainError) {
-        let state = try service.state(of: keychain)
+        let state: KeychainState
+        if let fresh = freshStates.removeValue(forKey: keychain) { state = fresh } else { state = try service.state(of: keychain) }
         guard state.hasPassword, state.isLocked else { return }
         guard let password = try askUnlockPassword(label: "\"\(keychain.path)\"") else { return }
         try service.unlock(keychain, password: password)
@@ -59,7 +79,7 @@ final class Session {
     /// The unlock password: through pinentry when `KEYCHAIN_PROMPTER=pinentry` (or a graphical session without a
     /// terminal), else on the terminal as macOS asks; nil when nobody can be asked.
     func askUnlockPassword(label: String) throws(KeychainError) -> SecretBytes? {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = ProcessEnvironment.current()
         let wantsPinentry = environment["KEYCHAIN_PROMPTER"] == "pinentry"
             || (!Terminal.hasTerminal && environment["KEYCHAIN_PROMPTER"] == nil
                 && (environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil))

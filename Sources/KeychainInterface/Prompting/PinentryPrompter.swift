@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 #if canImport(Glibc)
@@ -60,7 +64,7 @@ public struct PinentryPrompter: Prompter {
     static func escape(_ text: String) -> String {
         var out = ""
         for byte in text.utf8 {
-            if byte == 0x25 || byte < 0x20 { out += String(format: "%%%02X", byte) } else {
+            if byte == 0x25 || byte < 0x20 { out += "%" + Hex.byte(byte, uppercase: true) } else {
                 out.unicodeScalars.append(UnicodeScalar(byte))
             }
         }
@@ -114,7 +118,7 @@ public struct PinentryPrompter: Prompter {
         }
 
         static func lookup(_ name: String) -> String? {
-            let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+            let path = ProcessEnvironment.current()["PATH"] ?? "/usr/bin:/bin"
             for dir in path.split(separator: ":") {
                 let candidate = "\(dir)/\(name)"
                 if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
@@ -171,7 +175,7 @@ public struct PinentryPrompter: Prompter {
 /// The prompter to use when nothing was configured: `KEYCHAIN_PROMPTER` (`terminal`, `pinentry`, `none`),
 /// else the terminal when there is one, else pinentry on a graphical session, else none.
 public enum DefaultPrompter {
-    public static func make(environment: [String: String] = ProcessInfo.processInfo.environment) -> (any Prompter)? {
+    public static func make(environment: [String: String] = ProcessEnvironment.current()) -> (any Prompter)? {
         switch environment["KEYCHAIN_PROMPTER"] {
         case "none": return nil
         case "terminal": return TerminalPrompter()

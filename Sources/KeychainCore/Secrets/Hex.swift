@@ -1,0 +1,26 @@
+/// Fixed-width hexadecimal and octal digits without Foundation's `String(format:)` (the client side links only
+/// FoundationEssentials, which has no printf formatting).
+public enum Hex {
+    /// Two hexadecimal digits.
+    public static func byte(_ value: UInt8, uppercase: Bool = false) -> String {
+        padded(String(value, radix: 16, uppercase: uppercase), to: 2)
+    }
+
+    /// Hexadecimal digits of every byte, two each.
+    public static func string(_ bytes: some Sequence<UInt8>, uppercase: Bool = false) -> String {
+        bytes.map { byte($0, uppercase: uppercase) }.joined()
+    }
+
+    /// Eight hexadecimal digits of a 32-bit value.
+    public static func word(_ value: UInt32, uppercase: Bool = false) -> String {
+        padded(String(value, radix: 16, uppercase: uppercase), to: 8)
+    }
+
+    /// Three octal digits, as C's `\ooo` escapes.
+    public static func octal(_ value: UInt8) -> String { padded(String(value, radix: 8), to: 3) }
+
+    /// `text` with zeros in front up to `width` characters.
+    public static func padded(_ text: String, to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+}
