@@ -31,8 +31,9 @@ cat > "$bin/porting-sample.entitlements" <<'PLIST'
 PLIST
 home="$(mktemp -d)"
 trap 'rm -rf "$home"' EXIT
+# In-process (KEYCHAIN_BACKEND=embedded): a keychaind found in PATH would otherwise outlive this temporary home.
 out="$(env HOME="$home" XDG_DATA_HOME="$home/data" XDG_STATE_HOME="$home/state" XDG_CONFIG_HOME="$home/config" \
-    "$bin/porting-sample" 2>&1)" && status=0 || status=$?
+    KEYCHAIN_BACKEND=embedded "$bin/porting-sample" 2>&1)" && status=0 || status=$?
 echo "$out"
 passed=$(echo "$out" | grep -c '^ok ' || true)
 failed=$(echo "$out" | grep -c '^FAILED ' || true)

@@ -71,7 +71,8 @@ disk_report() {  # NAME DIR ITEMS
 
 # --- this keychain, one `security` process per operation (keychain without a password, as a desktop login keychain
 #     that is already unlocked; the password classes would add one scrypt per process without the daemon).
-export XDG_DATA_HOME="$work/ours/data" XDG_STATE_HOME="$work/ours/state" XDG_CONFIG_HOME="$work/ours/config"
+export XDG_DATA_HOME="$work/ours/data" XDG_STATE_HOME="$work/ours/state" XDG_CONFIG_HOME="$work/ours/config" \
+    KEYCHAIN_BACKEND=embedded
 "$workload" prefill "$store" 2>/dev/null
 op_add() { "$security" add-generic-password -a "bench-account-$1" -s bench-service -w "password-$1"; }
 op_find() { "$security" find-generic-password -a "bench-account-$1" -s bench-service -w; }
@@ -86,7 +87,7 @@ time_ops security op_delete
 "$workload" unlock "$unlocks" >> "$results"
 op_unlock() { printf 'bench-password\n' | "$security" unlock-keychain bench-unlock; }
 time_ops security op_unlock "$unlocks"
-unset XDG_DATA_HOME XDG_STATE_HOME XDG_CONFIG_HOME
+unset XDG_DATA_HOME XDG_STATE_HOME XDG_CONFIG_HOME KEYCHAIN_BACKEND
 
 # --- this keychain through keychaind: a keychain WITH a password, unlocked once (as a desktop session has it), then
 #     one `security` process per operation, each served by the daemon.

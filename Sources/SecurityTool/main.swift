@@ -9,6 +9,9 @@ import Glibc
 // `security` over the client interface only: through keychaind it never loads the engine. When the keychain is to be
 // opened in this process, it becomes its engine-linked twin (`keychain-embedded security …`) before reading anything.
 
+// Before anything, even choosing the service (which may wait for keychaind to start): no core file, not dumpable.
+ProcessHardening.disableCoreDumps()
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 func service() throws(KeychainError) -> any KeychainService {

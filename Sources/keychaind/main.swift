@@ -10,7 +10,10 @@ import Glibc
 // keychaind: the per-user keychain service. It holds the unlocked keys (unlock once, then every client reads
 // until the keychain locks), identifies each client by its socket's peer credentials, and serves the socket
 // $XDG_RUNTIME_DIR/keychain/keychaind.sock (a socket of its own for another set of XDG directories).
-//   keychaind [--foreground]      (clients with KEYCHAIN_BACKEND=daemon also start it on demand)
+//   keychaind [--foreground] [--notify-ready]
+// Clients start it on demand with --notify-ready: one line on standard output says how the start went ("ready",
+// "running" when another keychaind serves these directories, "failed: reason"), then standard output is closed, so
+// the client waits exactly as long as the start takes and learns at once of a daemon that could not start.
 
 // Before anything holds a secret: no core file, no same-user ptrace or /proc/PID/mem.
 var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
@@ -19,12 +22,24 @@ _ = ckeychain_set_non_dumpable()
 
 let arguments = CommandLine.arguments.dropFirst()
 if arguments.contains("--help") || arguments.contains("-h") {
-    print("usage: keychaind [--foreground]\n  serves \(KeychainLocations.current().daemonSocket.path)")
+    print("usage: keychaind [--foreground] [--notify-ready]\n  serves \(KeychainLocations.current().daemonSocket.path)")
     exit(0)
 }
-if let unknown = arguments.first(where: { $0 != "--foreground" }) {
+if let unknown = arguments.first(where: { $0 != "--foreground" && $0 != "--notify-ready" }) {
     FileHandle.standardError.write(Data("keychaind: unknown option \(unknown)\n".utf8))
     exit(2)
+}
+
+/// With --notify-ready: tells the starting client how the start went, then lets go of its pipe.
+func notifyStarter(_ line: String) {
+    guard arguments.contains("--notify-ready") else { return }
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+    let null = open("/dev/null", O_WRONLY)
+    if null >= 0 {
+        _ = dup2(null, STDOUT_FILENO)
+        close(null)
+    }
 }
 
 let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
@@ -33,12 +48,15 @@ do {
     server = try KeychainDaemonServer(
         locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path))
 } catch .alreadyRunning(let socket) {
+    notifyStarter("running")
     FileHandle.standardError.write(Data("keychaind: already running on \(socket)\n".utf8))
     exit(0)
 } catch .failed(let reason) {
+    notifyStarter("failed: \(reason)")
     FileHandle.standardError.write(Data("keychaind: \(reason)\n".utf8))
     exit(1)
 }
+notifyStarter("ready")
 
 // SIGTERM and SIGINT end the accept loop; run() then closes every keychain (in-flight calls finish first).
 nonisolated(unsafe) var listeningSocket: Int32 = server.listeningDescriptor

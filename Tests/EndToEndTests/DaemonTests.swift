@@ -209,6 +209,70 @@ struct DaemonTests {
         #expect(acknowledged.contains { $0 % 10 != 9 })
     }
 
+    @Test("the default (auto): the first command starts keychaind, so a keychain unlocked once stays unlocked")
+    func autoStartsTheDaemon() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        func run(_ arguments: String...) throws -> Tool.Result {
+            var environment = home.environment
+            environment.removeValue(forKey: "KEYCHAIN_BACKEND")
+            let output = try ChildProcess.run(Tool.binary.path, arguments: arguments, environment: environment)
+            guard case .exited(let code) = output.termination else { return Tool.Result(status: -1, stdout: "", stderr: "") }
+            return Tool.Result(status: code, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+        // Issue 10's first finding, as a new user types it, with nothing set.
+        #expect(try run("create-keychain", "-p", "pw", "work").status == 0)
+        #expect(home.daemonPID != nil)
+        #expect(try run("lock-keychain", "work").status == 0)
+        #expect(try run("unlock-keychain", "-p", "pw", "work").status == 0)
+        #expect(try run("add-generic-password", "-a", "a", "-s", "s", "-w", "sekrit", "work").status == 0)
+        #expect(try run("find-generic-password", "-a", "a", "-s", "s", "-w", "work").stdout == "sekrit\n")
+    }
+
+    @Test("auto with no keychaind to start (not beside the tool, not in PATH): in-process, and no daemon appears")
+    func autoWithoutDaemonIsInProcess() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let bin = home.tool.home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        for program in ["security", "keychain-embedded"] {
+            try FileManager.default.copyItem(at: Tool.binary.deletingLastPathComponent().appendingPathComponent(program),
+                                             to: bin.appendingPathComponent(program))
+        }
+        var environment = home.environment
+        environment.removeValue(forKey: "KEYCHAIN_BACKEND")
+        environment["PATH"] = "/usr/bin:/bin"
+        let security = bin.appendingPathComponent("security").path
+        let add = try ChildProcess.run(security, arguments: ["add-generic-password", "-a", "a", "-s", "s", "-w", "v"],
+                                       environment: environment)
+        #expect(add.termination == .exited(0), "\(String(decoding: add.stderr, as: UTF8.self))")
+        let find = try ChildProcess.run(security, arguments: ["find-generic-password", "-a", "a", "-s", "s", "-w"],
+                                        environment: environment)
+        #expect(String(decoding: find.stdout, as: UTF8.self) == "v\n")
+        #expect(home.daemonPID == nil)
+        #expect(!home.socketExists)
+    }
+
+    @Test("a keychaind that cannot start: auto goes in-process, daemon fails at once with its reason (errSecNotAvailable)")
+    func daemonThatCannotStart() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        // A runtime directory that is a file: keychaind cannot make its socket there, and says so.
+        let blocked = home.tool.home.appendingPathComponent("not-a-directory")
+        try Data().write(to: blocked)
+        var environment = home.environment
+        environment["XDG_RUNTIME_DIR"] = blocked.path
+        environment["KEYCHAIN_BACKEND"] = "daemon"
+        let refused = try ChildProcess.run(Tool.binary.path, arguments: ["list-keychains"], environment: environment)
+        #expect(refused.termination == .exited(Int32(KeychainStatus.notAvailable.rawValue & 0xff)))
+        #expect(String(decoding: refused.stderr, as: UTF8.self).contains("keychaind did not start"))
+        environment["KEYCHAIN_BACKEND"] = "auto"
+        let add = try ChildProcess.run(Tool.binary.path, arguments: ["add-generic-password", "-a", "a", "-s", "s", "-w", "v"],
+                                       environment: environment)
+        #expect(add.termination == .exited(0), "\(String(decoding: add.stderr, as: UTF8.self))")
+    }
+
     @Test("one daemon per home: a second keychaind for the same directories declines to start")
     func singleInstance() throws {
         let home = try DaemonHome()

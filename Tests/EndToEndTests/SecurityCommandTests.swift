@@ -73,6 +73,9 @@ struct Tool: Sendable {
                                                      attributes: [.posixPermissions: 0o700])
             environment["KEYCHAIN_BACKEND"] = "daemon"
             environment["XDG_RUNTIME_DIR"] = runtime.path
+        } else {
+            // In-process, as before the daemon (the default, auto, would start a keychaind per test home).
+            environment["KEYCHAIN_BACKEND"] = "embedded"
         }
         return environment
     }
@@ -396,6 +399,14 @@ extension ProcessHardeningTests {
         for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
             environment[variable] = home.appendingPathComponent(folder).path
         }
+        // The default backend (auto) starts a keychaind as that user; its socket lives in the home, so that the
+        // daemon ends when the home is removed.
+        let runtime = home.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        #expect(chown(runtime.path, 65534, 65534) == 0)
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        environment.removeValue(forKey: "KEYCHAIN_BACKEND")
         var input = try ChildPipe()
         let child = try ChildProcess.spawn(
             "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", Tool.binary.path,
@@ -430,7 +441,8 @@ struct PinentryTmuxTests {
     func unlock(_ tool: Tool, password: String? = nil, answer: ((TmuxTerminal) throws -> Void)? = nil) throws
         -> (Int32?, String)
     {
-        let env = tool.environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME"].contains($0.key) }
+        let env = tool.environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME", "XDG_RUNTIME_DIR",
+                                             "KEYCHAIN_BACKEND"].contains($0.key) }
             .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let exitFile = tool.home.appendingPathComponent("exit-\(UUID().uuidString.prefix(8))")
         let command = "env \(env) KEYCHAIN_PROMPTER=pinentry PINENTRY_PROGRAM=/usr/bin/pinentry-curses "

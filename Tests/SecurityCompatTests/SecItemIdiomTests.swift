@@ -218,6 +218,9 @@ enum TestEnvironment {
         setenv("XDG_STATE_HOME", root.appendingPathComponent("state").path, 1)
         setenv("XDG_CONFIG_HOME", root.appendingPathComponent("config").path, 1)
         setenv("KEYCHAIN_APPLICATION_IDENTIFIER", "com.example.compat-tests", 1)
+        // The compat layer in-process (the end-to-end suites cover it through keychaind); the default, auto, would
+        // start a keychaind beside the test runner for this temporary home.
+        setenv("KEYCHAIN_BACKEND", "embedded", 1)
     }()
     static func setUp() { _ = once }
 }
