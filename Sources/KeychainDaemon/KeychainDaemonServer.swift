@@ -89,12 +89,15 @@ public final class KeychainDaemonServer: Sendable {
         // And, as gpg-agent does, a daemon whose socket was removed or replaced (the runtime directory cleaned at
         // logout, a test's home deleted) can no longer be reached: it closes its keychains and ends.
         let socketAtStart = Self.identity(of: socket.path)
+        // Keychains set to lock on sleep lock when the machine wakes (SleepDetector).
         let idleLocker = Thread { [self] in
+            var sleepDetector = SleepDetector()
             while !stopped.load(ordering: .relaxed) {
                 sleep(1)
+                let slept = sleepDetector.sleptSinceLastLook()
                 let paths = files
                 for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
-                    if file.lockIfIdle() {
+                    if slept && file.lockForSleep() || file.lockIfIdle() {
                         events.publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
                     }
                 }

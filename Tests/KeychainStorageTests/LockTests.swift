@@ -116,6 +116,28 @@ struct LockTests {
         #expect(try t.file.settings() == .init(lockInterval: 60, lockOnSleep: false))
     }
 
+    @Test("after sleep: a keychain set to lock on sleep locks; one that is not, or has no password, stays open")
+    func lockForSleep() throws {
+        let onSleep = try TestFile(password: "pw")
+        try onSleep.file.setSettings(.init(lockInterval: nil, lockOnSleep: true))
+        try onSleep.add(["class": "genp", "acct": "a"])
+        #expect(!onSleep.file.isLocked)
+        #expect(onSleep.file.lockForSleep())
+        #expect(onSleep.file.isLocked)
+        #expect(!onSleep.file.lockForSleep())  // already locked: nothing to announce
+        #expect(status { _ = try onSleep.search(["class": "genp", "acct": "a", "r_Data": true]) } == -25308)
+
+        let notOnSleep = try TestFile(password: "pw")
+        try notOnSleep.file.setSettings(.init(lockInterval: nil, lockOnSleep: false))
+        #expect(!notOnSleep.file.lockForSleep())
+        #expect(!notOnSleep.file.isLocked)
+
+        let noPassword = try TestFile()
+        try noPassword.file.setSettings(.init(lockInterval: nil, lockOnSleep: true))
+        #expect(!noPassword.file.lockForSleep())
+        #expect(!noPassword.file.isLocked)
+    }
+
     @Test("a second create at the same path is errSecDuplicateKeychain; opening nothing is errSecNoSuchKeychain")
     func createOpen() throws {
         let t = try TestFile()

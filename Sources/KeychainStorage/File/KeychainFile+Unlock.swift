@@ -190,4 +190,16 @@ extension KeychainFile {
         }
         return expired
     }
+
+    /// After the machine slept: locks the keychain if its settings say lock-on-sleep (`set-keychain-settings -l`)
+    /// and it has a password and is unlocked. - Returns: true when it locked the keychain now.
+    @discardableResult
+    public func lockForSleep() -> Bool {
+        guard hasPassword, (try? settings().lockOnSleep) == true else { return false }
+        let unlocked = keys.withLock { $0.classKeys[.whenUnlocked] != nil }
+        guard unlocked else { return false }
+        lock()
+        configuration.logger.debug("keychain.lock.sleep")
+        return true
+    }
 }
