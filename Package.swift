@@ -87,10 +87,22 @@ let package = Package(
             dependencies: ["KeychainDaemon", "KeychainClient", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
-        // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, CF stand-ins. No rules of its own.
+        // Asymmetric keys (EC P-256/384/521, RSA): generation, Apple's external representations, signatures,
+        // encryption. Where key material is used, in an app or (for keys that must not leave) in keychaind.
+        .target(
+            name: "KeychainKeys",
+            dependencies: [
+                "KeychainCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, SecKey, CF stand-ins. No rules of
+        // its own.
         .target(
             name: "Security",
-            dependencies: ["KeychainClient", "KeychainCore"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainKeys"],
             swiftSettings: strictSettings
         ),
         // LAContext and LAError with Apple's spellings, over the engine's authentication context.
@@ -172,7 +184,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SecurityCompatTests",
-            dependencies: ["Security", "LocalAuthentication", "KeychainCore"]
+            dependencies: ["Security", "LocalAuthentication", "KeychainCore", "KeychainInterface",
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "KeychainDaemonTests",

@@ -76,6 +76,8 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
     public static let serviceNotAvailable = Self(-67585)
     public static let invalidData = Self(-67673)
     public static let invalidACL = Self(-67702)
+    public static let invalidKeyRef = Self(-67712)
+    public static let verifyFailed = Self(-67808)
     public static let missingValue = Self(-67871)
     public static let invalidAccessRequest = Self(-67876)
 
@@ -168,6 +170,8 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
         -67585: "The required service is not available.",
         -67671: "An internal error has occurred.",
         -67672: "A memory error has occurred.",
+        -67712: "An invalid key was encountered.",
+        -67808: "A cryptographic verification failure has occurred.",
         -67673: "Invalid data was encountered.",
         -67694: "An invalid value was detected.",
         -67700: "Invalid access credentials were encountered.",
