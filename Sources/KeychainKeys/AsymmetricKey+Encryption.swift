@@ -4,9 +4,10 @@ import KeychainCore
 import _CryptoExtras
 
 extension AsymmetricKey {
-    /// SecKeyCreateEncryptedData with an RSA public key (or the public half of a private one): PKCS#1 v1.5, or
-    /// OAEP with SHA-1 or SHA-256 (what swift-crypto offers; the other OAEP hashes are reported unsupported).
+    /// SecKeyCreateEncryptedData with the public key (or the public half of a private one): RSA PKCS#1 v1.5 or OAEP
+    /// with SHA-1 or SHA-256 (what swift-crypto offers; the other OAEP hashes are reported unsupported), or ECIES.
     public func encrypt(_ plaintext: Data, algorithm: KeyAlgorithm) throws(KeychainError) -> Data {
+        if case .ecies = algorithm { return try eciesEncrypt(plaintext, algorithm: algorithm) }
         guard supports(.encrypt, algorithm), case .rsaEncryption(let padding) = algorithm,
               case .rsaPublic(let signingKey) = publicKey.material
         else { throw Self.notSupported(algorithm, by: self) }
@@ -22,9 +23,10 @@ extension AsymmetricKey {
         }
     }
 
-    /// SecKeyCreateDecryptedData with an RSA private key. A ciphertext that does not open is errSecParam, as Apple's
-    /// "RSAdecrypt wrong input".
+    /// SecKeyCreateDecryptedData with the private key. A ciphertext that does not open is errSecParam, as Apple's
+    /// "RSAdecrypt wrong input" and "ECIES: Failed to aes-gcm decrypt data".
     public func decrypt(_ ciphertext: Data, algorithm: KeyAlgorithm) throws(KeychainError) -> Data {
+        if case .ecies = algorithm { return try eciesDecrypt(ciphertext, algorithm: algorithm) }
         guard supports(.decrypt, algorithm), case .rsaEncryption(let padding) = algorithm,
               case .rsa(let signingKey) = material
         else { throw Self.notSupported(algorithm, by: self) }

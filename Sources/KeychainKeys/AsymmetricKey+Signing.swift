@@ -17,6 +17,12 @@ extension AsymmetricKey {
             return Self.runs(padding)
         case (.decrypt, .rsaEncryption(let padding), .rsa):
             return keyClass == .private && Self.runs(padding)
+        case (.encrypt, .ecies(let hash, _, _), .ec):
+            return hash != .sha224
+        case (.decrypt, .ecies(let hash, _, _), .ec):
+            return keyClass == .private && hash != .sha224
+        case (.keyExchange, .ecdhKeyExchange(let kdf, _), .ec):
+            return keyClass == .private && kdf != .sha224
         default:
             return false
         }
@@ -151,6 +157,10 @@ extension KeyAlgorithm {
         case .rsaEncryption(.raw): return "algid:encrypt:RSA:raw"
         case .rsaEncryption(.pkcs1): return "algid:encrypt:RSA:PKCS1"
         case .rsaEncryption(.oaep(let h)): return "algid:encrypt:RSA:OAEP:\(h.rawValue)"
+        case .ecdhKeyExchange(let kdf, let cofactor):
+            return "algid:keyexchange:ECDH\(cofactor ? "C" : "")" + (kdf.map { ":KDFX963:\($0.rawValue)" } ?? "")
+        case .ecies(let h, let variableIV, let cofactor):
+            return "algid:encrypt:ECIES:ECDH\(cofactor ? "C" : ""):KDFX963:\(h.rawValue):AESGCM\(variableIV ? "-KDFIV" : "")"
         case .unsupported(let identifier): return identifier
         }
     }

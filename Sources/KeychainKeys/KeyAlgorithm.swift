@@ -39,6 +39,12 @@ public enum KeyAlgorithm: Hashable, Sendable {
     case rsaSignature(RSASignaturePadding, SignatureInput)
     case rsaSignatureRaw
     case rsaEncryption(RSAEncryptionPadding)
+    /// ECDH, the raw shared secret (nil) or through the ANSI X9.63 KDF with a hash. Standard and cofactor ECDH are
+    /// one operation on the NIST prime curves (cofactor 1).
+    case ecdhKeyExchange(kdf: Hash?, cofactor: Bool)
+    /// Apple's ECIES: ECDH with an ephemeral key, X9.63 KDF (sharedInfo = the ephemeral public key), AES-GCM with a
+    /// 16-byte tag; the IV all zero, or (variable IV) the KDF's last 16 bytes.
+    case ecies(Hash, variableIV: Bool, cofactor: Bool)
     /// Identifiers this keychain knows by name but does not run (ECIES, ECDH, RSA with AES-GCM, MD5, …), and
     /// unknown ones.
     case unsupported(String)
@@ -76,6 +82,16 @@ public enum KeyAlgorithm: Hashable, Sendable {
                 return .rsaSignature(.pss, parts[3] == "digest-PSS" ? .digest(h) : .message(h))
             default: return nil
             }
+        case ("keyexchange", "ECDH"), ("keyexchange", "ECDHC"):
+            let cofactor = parts[2] == "ECDHC"
+            if parts.count == 3 { return .ecdhKeyExchange(kdf: nil, cofactor: cofactor) }
+            guard parts.count == 5, parts[3] == "KDFX963" else { return nil }
+            return hash(4).map { .ecdhKeyExchange(kdf: $0, cofactor: cofactor) }
+        case ("encrypt", "ECIES"):
+            guard parts.count == 7, ["ECDH", "ECDHC"].contains(parts[3]), parts[4] == "KDFX963",
+                  ["AESGCM", "AESGCM-KDFIV"].contains(parts[6]), let h = hash(5)
+            else { return nil }
+            return .ecies(h, variableIV: parts[6] == "AESGCM-KDFIV", cofactor: parts[3] == "ECDHC")
         case ("encrypt", "RSA"):
             switch (parts.count > 3 ? parts[3] : "", parts.count) {
             case ("raw", 4): return .rsaEncryption(.raw)

@@ -144,6 +144,25 @@ public func SecKeyCreateDecryptedData(
     }
 }
 
+/// ECDH of `privateKey` with `publicKey`: the raw shared secret, or (X9.63 algorithms) `requestedSize` bytes derived
+/// over `sharedInfo` (SecKeyKeyExchangeParameter).
+public func SecKeyCopyKeyExchangeResult(
+    _ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey, _ parameters: CFDictionary,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    secKeyCall(error) { () throws(KeychainError) in
+        let dictionary = KeyParameters(parameters)
+        let sharedInfo = dictionary.value(SecKeyKeyExchangeParameter.sharedInfo.rawValue)
+        if sharedInfo != nil, !(sharedInfo is Data) {
+            throw KeychainError(.param, "ECDHKeyExchange wrong sharedInfo type (must be CFData/NSData)")
+        }
+        return try privateKey.key.keyExchange(
+            with: publicKey.key, algorithm: KeyAlgorithm(identifier: algorithm.identifier),
+            requestedSize: (dictionary.value(SecKeyKeyExchangeParameter.requestedSize.rawValue) as? NSNumber)?.intValue,
+            sharedInfo: sharedInfo as? Data) as NSData
+    }
+}
+
 /// Runs a SecKey call: its value, or nil with the CFError (NSOSStatusErrorDomain, Apple's code) in `error`.
 private func secKeyCall<T>(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ body: () throws(KeychainError) -> T)
     -> T?

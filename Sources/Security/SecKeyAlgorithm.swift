@@ -14,6 +14,15 @@ public struct SecKeyAlgorithm: RawRepresentable, Hashable, Sendable {
     init(identifier: String) { self.identifier = identifier }
 }
 
+/// `SecKeyKeyExchangeParameter` (Apple's CF_STRING_ENUM): the X9.63 KDF's output size and shared info.
+public struct SecKeyKeyExchangeParameter: RawRepresentable, Hashable, Sendable {
+    let identifier: String
+    public var rawValue: CFString { identifier as NSString }
+    public init(rawValue: CFString) { identifier = rawValue as String }
+    public static let requestedSize = SecKeyKeyExchangeParameter(rawValue: "requestedSize" as NSString)
+    public static let sharedInfo = SecKeyKeyExchangeParameter(rawValue: "sharedInfo" as NSString)
+}
+
 /// `SecKeyOperationType`, with Apple's raw values.
 public enum SecKeyOperationType: Int, Sendable {
     case sign = 0

@@ -144,6 +144,91 @@ struct SecKeyTests {
                                                                  kSecAttrKeyClass: kSecAttrKeyClassPublic] as NSDictionary, &error) == nil)
         #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == -50)
     }
+
+    /// Ciphertexts that Apple's SecKeyCreateEncryptedData made (published with their keys by jedda/ECIES, whose
+    /// Go tests decrypt them; the plaintext is each case's name). SHA-224 cases are left out: not run here.
+    @Test("ECIES: ciphertexts made by Apple's Security framework open here", arguments: [
+        ("P256-SHA256-VIV", 256, SecKeyAlgorithm.eciesEncryptionCofactorVariableIVX963SHA256AESGCM,
+         "MHcCAQEEIHGhxnpu3kG/nW5ozDZJ+TTFQvL6MynCcQWD6jHV4p0UoAoGCCqGSM49AwEHoUQDQgAEzgFYw3Rqc72IIYHV7JH6M245n/nLnxyre1A7sc5nOt31ZyfJQLXGs4dY0cggne28ueXHID5lKz1JNChY49NHYg==",
+         "BI6sBCGyf916GQSV3DHOvmFxOmzbV9pq08wcOdKaepP2/Qtepj9M71dYkzXf6OqIstDyyVIxfnAMfUpxZzoCHDbalYRzzwhqHwg7K6RNl1F29PVdLNtJH498yJSfloW/"),
+        ("P384-SHA384-VIV", 384, SecKeyAlgorithm.eciesEncryptionCofactorVariableIVX963SHA384AESGCM,
+         "MIGkAgEBBDC5Lt6wBRiiEC2O71i3lv8Jtgg+YP4Y3gCj7B7nOtdQO/5PQPRjpFPJ3ft0yjbzHEagBwYFK4EEACKhZANiAAToVnztZKN1KVhot+MoN3CiPDZ0PoCDXrdP1uHQ61nz4XVrNdxgxyNUJC6cd0gsbujme66wxrq28zqWYBKvrFtIlS4W+NkuyCi5nABkHno7alAWv/fD7aQ8A3ZmWZohsaU=",
+         "BM45TREbxELfwpTVBmltz+sB3vhkM85m/yiAsE8JSNmXVOeeUGzmxP5Z2jegApPxtOS8ilfhTN/m2XkOoJWGw3MKuekq5V5PcdvAi5xKcoOEynkS7uAKS3nhBH/+g+9/iNoTcRSrEpbgm8dOCGe+VRQ7hK8vI0ZRw74kernlNDw="),
+        ("P384-SHA384-0IV", 384, SecKeyAlgorithm.eciesEncryptionCofactorX963SHA384AESGCM,
+         "MIGkAgEBBDCveSReIMZa6hbWVgmESfu/jMpEqIldBHcx4nQ46zxJ+hvm4lnesKrn0P0BkFYZ0jSgBwYFK4EEACKhZANiAAT0ctzSPeNUinYOJdYtCafXAsTKHLGY4WPPRM8pYL5x1UrvnPN0G1yiF4QsTX2Pgyvh2qositdwRGxv3ruo1yR8TcztRXugZF4a5xmcZuQW8hcEmPuk+xS5XXUMzryiEQc=",
+         "BERkPl0YZUa9r7JV4W6n/rxsGBpzwdCpIgRaOKxRYuLHx3v5hGnTM1oGOEZzJQnpfvtperUyFfnPB5GP5ioxK4YkrqfjIlF0ip18v30o7TWReJ+MrKYWcC7/TGe/SxPagi/zX9uz4N0Jzp3GFarI5LUQ9mJNIna/3ajuBC9Du94="),
+        ("P521-SHA512-0IV", 521, SecKeyAlgorithm.eciesEncryptionCofactorX963SHA512AESGCM,
+         "MIHcAgEBBEIAqKpwdZ9JdC3JdVpM7gj1Bgkep3LNTkYWqEYqwNe5w7oyzDh1yU0LVZzefyZNdaagU6DGNdZ+5u9cHqnh9GrQ5gWgBwYFK4EEACOhgYkDgYYABAD+MDxfbvbe9ZRZcZgWyDBbpf3JxHii0iScjxNqNWClJWlehHfX8niGE6VNktRQ3lMIwDSvUy3Esiex3gu8RHZnwAGzPjwLm1/w2YbOfp2TCNTL8m6eYUfLU0SNW7B61koL+Sk50yTHoseP7+lmM2t8x6uKsyLdo+XCIevpW8IEh0s5wg==",
+         "BABqJoMa89aD0rRkZ+WrmWTeqUfcr3uvLmyk7KlbWPm45m0ptDeqsaxFtqeM0VR6IoBMQcvcCcW+hzlLPr7i15LJlADzKYe7al7Vp10fJBnnhM2K7Z12o/VtOynEEt+ed5IkP9BiopN/3swl79caHQqXxX+SWQijwosMh0rGFJZPjsPFcPpe8Aj9CiJ3y0hRH1D4fp+qtpx9LOBLyuXvRwdFi0Y="),
+        ("P521-SHA512-VIV", 521, SecKeyAlgorithm.eciesEncryptionCofactorVariableIVX963SHA512AESGCM,
+         "MIHcAgEBBEIAg0dkiDMo6frSBz50hC2luT3T0oMv/nPnu4nUR+x9PWuGic4cBHkrlrUOwyTBfGmug8fYxNy2ytJhBEyCGookSK+gBwYFK4EEACOhgYkDgYYABACAYs51q+pIrE2k92p2ltjs0iBHTe8Kj+w1+x5hfmXS1tX0aR+kabb5qe6Q83Bsvq/dmj3R59XWmIaTz6tJprSr2gDqS2i9wpWspmDND2dYvhKECXj099CQt19V94qYyUjbXMEDkpvq5ZWQ2DBOnR3XnuwWOYj+Pskg0lseKkok4CtJ4A==",
+         "BABIki+hjR7WmHUZz03yTelbH+eEwn0Dtpv8Fxwh7cyaue2ZceAytjlbQD2YA3FHC2Z0NMlk/B0C2Es8dZmPE9keEgBsUW0PjT4CyefgFIc2YEm5yDpcbJEKhj6FlGnOir1nJz8ZMTMdiY6vIrRCBLo6+Ek7iSfQIOGrdER3ESnE/gOdWsd4O3VmDQrwLboTIjKfngmBGlC5sdYUzSbQlsX2UUs="),
+    ])
+    func eciesKnownAnswers(name: String, bits: Int, algorithm: SecKeyAlgorithm, sec1: String, ciphertext: String) throws {
+        let der = try #require(Data(base64Encoded: sec1))
+        let x963: Data = switch bits {
+        case 256: try P256.Signing.PrivateKey(derRepresentation: der).x963Representation
+        case 384: try P384.Signing.PrivateKey(derRepresentation: der).x963Representation
+        default: try P521.Signing.PrivateKey(derRepresentation: der).x963Representation
+        }
+        let key = try #require(SecKeyCreateWithData(x963 as CFData, [
+            kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+        ] as NSDictionary, nil))
+        let sealed = try #require(Data(base64Encoded: ciphertext))
+        var error: Unmanaged<CFError>?
+        let opened = SecKeyCreateDecryptedData(key, algorithm, sealed as CFData, &error) as Data?
+        #expect(opened.map { String(decoding: $0, as: UTF8.self) } == name,
+                "\(String(describing: error?.takeRetainedValue()))")
+        // One bit changed anywhere (here in the tag) and nothing opens.
+        var damaged = sealed
+        damaged[damaged.count - 1] ^= 1
+        #expect(SecKeyCreateDecryptedData(key, algorithm, damaged as CFData, nil) == nil)
+    }
+
+    @Test("ECIES round trip on every curve, standard and variable IV; Apple's layout: point ‖ ciphertext ‖ 16-byte tag",
+          arguments: [256, 384, 521])
+    func eciesRoundTrip(bits: Int) throws {
+        let key = try #require(SecKeyCreateRandomKey(
+            [kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: bits] as NSDictionary, nil))
+        let publicKey = try #require(SecKeyCopyPublicKey(key))
+        let message = Data("thirty-one bytes of plain text.".utf8)
+        for algorithm in [SecKeyAlgorithm.eciesEncryptionStandardX963SHA256AESGCM,
+                          .eciesEncryptionCofactorVariableIVX963SHA512AESGCM, .eciesEncryptionCofactorX963SHA1AESGCM] {
+            #expect(SecKeyIsAlgorithmSupported(publicKey, .encrypt, algorithm))
+            let sealed = try #require(SecKeyCreateEncryptedData(publicKey, algorithm, message as CFData, nil) as Data?)
+            let pointSize = 1 + 2 * ((bits + 7) / 8)
+            #expect(sealed.count == pointSize + message.count + 16)
+            #expect(SecKeyCreateDecryptedData(key, algorithm, sealed as CFData, nil) as Data? == message)
+        }
+        #expect(!SecKeyIsAlgorithmSupported(publicKey, .decrypt, .eciesEncryptionStandardX963SHA256AESGCM))
+        #expect(!SecKeyIsAlgorithmSupported(key, .decrypt, .eciesEncryptionStandardX963SHA224AESGCM))
+    }
+
+    @Test("ECDH: both sides agree, raw and through the X9.63 KDF; the KDF needs a requested size")
+    func keyExchange() throws {
+        let alice = try #require(SecKeyCreateRandomKey(
+            [kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 384] as NSDictionary, nil))
+        let bob = try #require(SecKeyCreateRandomKey(
+            [kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 384] as NSDictionary, nil))
+        let alicePublic = try #require(SecKeyCopyPublicKey(alice))
+        let bobPublic = try #require(SecKeyCopyPublicKey(bob))
+        let raw1 = try #require(SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandard, bobPublic, [:] as NSDictionary, nil) as Data?)
+        let raw2 = try #require(SecKeyCopyKeyExchangeResult(bob, .ecdhKeyExchangeCofactor, alicePublic, [:] as NSDictionary, nil) as Data?)
+        #expect(raw1 == raw2)
+        #expect(raw1.count == 48)
+        let parameters: [NSString: Any] = [SecKeyKeyExchangeParameter.requestedSize.rawValue: 32,
+                                           SecKeyKeyExchangeParameter.sharedInfo.rawValue: Data("context".utf8)]
+        let derived1 = try #require(SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandardX963SHA256, bobPublic,
+                                                                parameters as NSDictionary, nil) as Data?)
+        let derived2 = try #require(SecKeyCopyKeyExchangeResult(bob, .ecdhKeyExchangeStandardX963SHA256, alicePublic,
+                                                                parameters as NSDictionary, nil) as Data?)
+        #expect(derived1 == derived2)
+        #expect(derived1.count == 32)
+        #expect(derived1 != raw1.prefix(32))
+        var error: Unmanaged<CFError>?
+        #expect(SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandardX963SHA256, bobPublic, [:] as NSDictionary, &error) == nil)
+        #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == -50)
+    }
 }
 
 /// The same keys through OpenSSL, the other implementation every Linux machine has.
@@ -248,5 +333,24 @@ struct SecKeyOpenSSLTests {
         damaged[10] ^= 0xff
         #expect(SecKeyCreateDecryptedData(key, .rsaEncryptionOAEPSHA256, damaged as CFData, &error) == nil)
         #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == -50)
+    }
+
+    @Test("ECDH with OpenSSL: the raw shared secret is the one `openssl pkeyutl -derive` computes")
+    func ecdhWithOpenSSL() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = try #require(SecKeyCreateRandomKey(
+            [kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits: 256] as NSDictionary, nil))
+        let publicKey = try #require(SecKeyCopyPublicKey(key))
+        let point = try #require(SecKeyCopyExternalRepresentation(publicKey, nil) as Data?)
+        try p256SPKI(point).write(to: URL(fileURLWithPath: path("ours.der")))
+        try openssl("pkey", "-pubin", "-inform", "DER", "-in", path("ours.der"), "-out", path("ours.pem"))
+        try openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", path("theirs.pem"))
+        let spki = try openssl("pkey", "-in", path("theirs.pem"), "-pubout", "-outform", "DER")
+        let theirs = try #require(SecKeyCreateWithData(spki.suffix(65) as CFData, [
+            kSecAttrKeyType: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeyClass: kSecAttrKeyClassPublic,
+        ] as NSDictionary, nil))
+        let ours = try #require(SecKeyCopyKeyExchangeResult(key, .ecdhKeyExchangeStandard, theirs, [:] as NSDictionary, nil) as Data?)
+        let openssls = try openssl("pkeyutl", "-derive", "-inkey", path("theirs.pem"), "-peerkey", path("ours.pem"))
+        #expect(ours == openssls)
     }
 }
