@@ -73,7 +73,8 @@ let package = Package(
         // KeychainStorage.
         .target(
             name: "KeychainClient",
-            dependencies: ["KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainWire", "CKeychainLinux"],
+            dependencies: ["KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainKeys", "KeychainWire",
+                           "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
@@ -189,7 +190,8 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainDaemonTests",
-            dependencies: ["KeychainDaemon", "KeychainWire", "KeychainClient", "KeychainCore", "KeychainTestSupport"],
+            dependencies: ["KeychainDaemon", "KeychainWire", "KeychainClient", "KeychainCore", "KeychainKeys",
+                           "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

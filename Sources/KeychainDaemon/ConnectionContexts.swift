@@ -36,6 +36,7 @@ final class ConnectionContexts {
         case .delete(let d, let r): .delete(substitute(d), r)
         case .upsert(let q, let secret, let a, let r): .upsert(substitute(q), secret: secret, a, r)
         case .replaceAll(let m, let a, let r): .replaceAll(substitute(m), substitute(a), r)
+        case .useKey(let d, let use, let r): .useKey(substitute(d), use, r)
         default: request
         }
     }

@@ -32,6 +32,7 @@ enum RequestDispatcher {
             case .upsert(let q, let secret, let a, let r): try service.upsert(q, secret: secret, attributes: a, in: r)
             case .replaceAll(let m, let a, let r): return .count(try service.replaceAll(matching: m, with: a, in: r))
             case .allItems(let r, let secrets): return .items(try service.allItems(in: r, includingSecrets: secrets))
+            case .useKey(let d, let use, let r): return .secret(try service.useKey(d, use, in: r))
             case .session, .subscribe: return .done  // the server handles these: prompter, event stream
             case .authenticateOwner(let password, let snapshot, let r):
                 return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)

@@ -6,17 +6,25 @@ import _CryptoExtras
 extension AsymmetricKey {
     /// Whether this key runs `algorithm` for `operation` (SecKeyIsAlgorithmSupported).
     public func supports(_ operation: KeyOperation, _ algorithm: KeyAlgorithm) -> Bool {
+        Self.supports(operation, algorithm, type: type, keyClass: keyClass)
+    }
+
+    /// Whether a key of `type` and `keyClass` runs `algorithm` for `operation` (also for a stored key, known here
+    /// by its public half).
+    public static func supports(_ operation: KeyOperation, _ algorithm: KeyAlgorithm, type: KeyType, keyClass: KeyClass)
+        -> Bool
+    {
         switch (operation, algorithm, type) {
         case (.sign, .rsaSignature(_, .digest(nil)), _), (.verify, .rsaSignature(_, .digest(nil)), _):
             return false  // PKCS#1 v1.5 over a bare digest (no DigestInfo): not in swift-crypto
         case (.sign, .ecdsa(_, let input), .ec), (.sign, .rsaSignature(_, let input), .rsa):
-            return keyClass == .private && Self.runs(input)
+            return keyClass == .private && runs(input)
         case (.verify, .ecdsa(_, let input), .ec), (.verify, .rsaSignature(_, let input), .rsa):
-            return Self.runs(input)
+            return runs(input)
         case (.encrypt, .rsaEncryption(let padding), .rsa):
-            return Self.runs(padding)
+            return runs(padding)
         case (.decrypt, .rsaEncryption(let padding), .rsa):
-            return keyClass == .private && Self.runs(padding)
+            return keyClass == .private && runs(padding)
         case (.encrypt, .ecies(let hash, _, _), .ec):
             return hash != .sha224
         case (.decrypt, .ecies(let hash, _, _), .ec):

@@ -52,6 +52,7 @@ public enum Request: Sendable {
     case replaceAll([String: QueryValue], [String: QueryValue], KeychainReference?)
     case allItems(KeychainReference, includingSecrets: Bool)
     case authenticateOwner(SecretBytes, AuthenticationContext.Snapshot, KeychainReference?)
+    case useKey([String: QueryValue], KeyUse, KeychainReference?)
     /// Turns this connection into an event stream: the daemon answers `done`, then sends `event` frames only.
     case subscribe
 
@@ -93,6 +94,7 @@ public enum Request: Sendable {
             w.byte(24); w.optionalString(c.terminal); w.optionalString(c.display); w.optionalString(c.waylandDisplay)
             w.optionalString(c.term)
         case .subscribe: w.byte(26)
+        case .useKey(let d, let use, let r): w.byte(27); try w.dictionary(d); w.keyUse(use); w.optionalReference(r)
         }
         return w.finish()
     }
@@ -135,6 +137,7 @@ public enum Request: Sendable {
             if let terminal = session.terminal, !terminal.hasPrefix("/dev/") { throw .malformed("terminal") }
             request = .session(session)
         case 26: request = .subscribe
+        case 27: request = .useKey(try r.dictionary(), try r.keyUse(), try r.optionalReference())
         default: throw .malformed("request")
         }
         guard r.atEnd else { throw .malformed("request (trailing bytes)") }
@@ -155,6 +158,8 @@ public enum Response: Sendable {
     case failure(KeychainError)
     /// Pushed on a subscribed connection.
     case event(KeychainEvent)
+    /// The result of a key operation (a signature, a plaintext, a shared secret, a public key).
+    case secret(SecretBytes)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -175,6 +180,7 @@ public enum Response: Sendable {
             for f in list { w.found(f) }
         case .failure(let e): w.byte(9); w.error(e)
         case .event(let e): w.byte(10); w.int(Int64(e.kind.rawValue)); w.optionalString(e.keychain); w.int(Int64(e.pid))
+        case .secret(let s): w.byte(11); w.secret(s)
         }
         return w.finish()
     }
@@ -210,6 +216,7 @@ public enum Response: Sendable {
             let keychain = try r.optionalString()
             guard let pid = Int32(exactly: try r.int()) else { throw .malformed("event") }
             response = .event(KeychainEvent(kind: kind, keychain: keychain, pid: pid))
+        case 11: response = .secret(try r.secret())
         default: throw .malformed("response")
         }
         guard r.atEnd else { throw .malformed("response (trailing bytes)") }

@@ -213,3 +213,33 @@ extension WireReader {
         return KeychainError(status: KeychainStatus(status), message: try string(), location: "keychaind")
     }
 }
+
+extension WireWriter {
+    public mutating func keyUse(_ use: KeyUse) {
+        byte(use.operation.rawValue)
+        string(use.algorithm)
+        secret(use.input)
+        bool(use.peerPublicKey != nil)
+        if let peer = use.peerPublicKey { blob(peer) }
+        bool(use.requestedSize != nil)
+        if let size = use.requestedSize { int(Int64(size)) }
+        bool(use.sharedInfo != nil)
+        if let info = use.sharedInfo { blob(info) }
+    }
+}
+
+extension WireReader {
+    public mutating func keyUse() throws(WireError) -> KeyUse {
+        guard let operation = KeyUse.Operation(rawValue: try byte()) else { throw .malformed("key operation") }
+        let algorithm = try string()
+        let input = try secret()
+        let peer: Data? = try bool() ? Data(try blob()) : nil
+        var size: Int?
+        if try bool() {
+            guard let n = Int(exactly: try int()), n >= 0 else { throw .malformed("requested size") }
+            size = n
+        }
+        let info: Data? = try bool() ? Data(try blob()) : nil
+        return KeyUse(operation, algorithm: algorithm, input: input, peerPublicKey: peer, requestedSize: size, sharedInfo: info)
+    }
+}

@@ -7,7 +7,13 @@ import KeychainCore
 
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run { () throws(KeychainError) in
-        let entries = try Bridge.entries(attributes)
+        var entries = try Bridge.entries(attributes)
+        // kSecValueRef with a key: the key's item, with the attributes Apple derives from it.
+        if let key = (attributes as NSDictionary)[kSecValueRef as String] as? SecKey {
+            guard let material = key.key else { throw .duplicateItem() }  // a stored key is in the keychain already
+            entries.removeValue(forKey: kSecValueRef as String)
+            entries = StoredKeys.itemEntries(material, entries)
+        }
         let query = try QueryParser.parse(entries, for: .add)  // for the result's shape
         let found = try KeychainClient.shared().add(entries)
         if let result, !query.returnTypes.isEmpty {
@@ -19,14 +25,28 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run { () throws(KeychainError) in
-        let entries = try Bridge.entries(query)
+        var entries = try Bridge.entries(query)
         let parsed = try QueryParser.parse(entries, for: .search)  // for the result's shape
+        // kSecReturnRef on keys: SecKey objects, made from each item's persistent reference.
+        let keyReferences = parsed.returnTypes.contains(.ref) && entries["class"] == .string("keys")
+        if keyReferences { entries["r_PersistentRef"] = .bool(true) }
         let found = try KeychainClient.shared().search(entries)
         guard let result, !parsed.returnTypes.isEmpty else { return }
+        func value(_ item: FoundItem) throws(KeychainError) -> AnyObject? {
+            let shaped = Bridge.result(for: item, types: parsed.returnTypes)
+            guard keyReferences, let key = try StoredKeys.reference(for: item) else { return shaped }
+            guard parsed.returnTypes.wantsDictionary, let dictionary = shaped as? NSDictionary else { return key }
+            var withReference: [String: AnyObject] = [:]
+            for (name, object) in dictionary { if let name = name as? String { withReference[name] = object as AnyObject } }
+            withReference[kSecValueRef as String] = key
+            return NSDictionary(dictionary: withReference)
+        }
         if parsed.limit.returnsArray {
-            result.pointee = NSArray(array: found.compactMap { Bridge.result(for: $0, types: parsed.returnTypes) })
+            var values: [AnyObject] = []
+            for item in found { if let shaped = try value(item) { values.append(shaped) } }
+            result.pointee = NSArray(array: values)
         } else {
-            result.pointee = found.first.flatMap { Bridge.result(for: $0, types: parsed.returnTypes) }
+            result.pointee = try found.first.flatMap { item throws(KeychainError) in try value(item) }
         }
     }
 }

@@ -1,19 +1,100 @@
 import Foundation
+import KeychainClient
 import KeychainCore
 import KeychainKeys
 
-/// `SecKey`: an EC or RSA key, public or private, held in this process.
+/// `SecKey`: an EC or RSA key, public or private.
 ///
-/// Keys made here (SecKeyCreateRandomKey without kSecAttrIsPermanent, SecKeyCreateWithData) live in the app's
-/// memory, as Apple's software keys do. `description` names the key's type and size, never its bytes.
+/// Either the key itself, in this process (SecKeyCreateRandomKey without kSecAttrIsPermanent, SecKeyCreateWithData,
+/// public keys), as Apple's software keys are; or a reference to a private key stored in the keychain, known here by
+/// its public half and its persistent reference: signing, decryption and key exchange with it run where the key lives
+/// (the keychain service: in this process, or in keychaind), and its bytes come back only when it is extractable.
+/// `description` names the key's type and size, never its bytes.
 public final class SecKey: NSObject, @unchecked Sendable {
     // SAFETY: immutable after init.
-    let key: AsymmetricKey
-    init(_ key: AsymmetricKey) { self.key = key }
+    enum Backing {
+        case memory(AsymmetricKey)
+        case stored(publicKey: AsymmetricKey, reference: Data, attributes: [String: AnyObject])
+    }
 
-    public override func isEqual(_ object: Any?) -> Bool { (object as? SecKey)?.key == key }
-    public override var hash: Int { key.applicationLabel.hashValue }
-    public override var description: String { key.description }
+    let backing: Backing
+    init(_ key: AsymmetricKey) { backing = .memory(key) }
+    init(storedPrivateKey publicKey: AsymmetricKey, reference: Data, attributes: [String: AnyObject]) {
+        backing = .stored(publicKey: publicKey, reference: reference, attributes: attributes)
+    }
+
+    /// The key, when this process holds it.
+    var key: AsymmetricKey? {
+        if case .memory(let key) = backing { return key }
+        return nil
+    }
+
+    var publicKey: AsymmetricKey {
+        switch backing {
+        case .memory(let key): key.publicKey
+        case .stored(let publicKey, _, _): publicKey
+        }
+    }
+
+    var keyClass: AsymmetricKey.KeyClass {
+        switch backing {
+        case .memory(let key): key.keyClass
+        case .stored: .private
+        }
+    }
+
+    public override func isEqual(_ object: Any?) -> Bool {
+        guard let other = object as? SecKey else { return false }
+        switch (backing, other.backing) {
+        case (.memory(let a), .memory(let b)): return a == b
+        case (.stored(_, let a, _), .stored(_, let b, _)): return a == b
+        default: return false
+        }
+    }
+
+    public override var hash: Int { publicKey.applicationLabel.hashValue }
+
+    public override var description: String {
+        switch backing {
+        case .memory(let key): key.description
+        case .stored(let publicKey, _, _):
+            publicKey.description.replacingOccurrences(of: "PublicKey", with: "PrivateKey, stored in the keychain")
+        }
+    }
+
+    /// Runs a private-key operation: here for a key in memory, in the keychain service for a stored one.
+    func use(_ operation: KeyUse.Operation, _ algorithm: SecKeyAlgorithm, _ input: Data, peer: SecKey? = nil,
+             requestedSize: Int? = nil, sharedInfo: Data? = nil) throws(KeychainError) -> Data
+    {
+        let parsed = KeyAlgorithm(identifier: algorithm.identifier)
+        switch backing {
+        case .memory(let key):
+            switch operation {
+            case .sign: return try key.signature(for: input, algorithm: parsed)
+            case .decrypt: return try key.decrypt(input, algorithm: parsed)
+            case .keyExchange:
+                guard let peer else { throw KeychainError(.param) }
+                return try key.keyExchange(with: peer.publicKey, algorithm: parsed, requestedSize: requestedSize,
+                                           sharedInfo: sharedInfo)
+            case .copyPublicKey: return key.publicKey.externalRepresentation
+            }
+        case .stored(let publicKey, let reference, _):
+            let keyOperation: KeyOperation = switch operation {
+            case .sign: .sign
+            case .decrypt: .decrypt
+            case .keyExchange, .copyPublicKey: .keyExchange
+            }
+            if operation != .copyPublicKey,
+               !AsymmetricKey.supports(keyOperation, parsed, type: publicKey.type, keyClass: .private) {
+                throw KeychainError(.param, "\(algorithm.identifier): algorithm not supported by the key \(self)")
+            }
+            let use = KeyUse(operation, algorithm: algorithm.identifier, input: SecretBytes(input),
+                             peerPublicKey: peer?.publicKey.externalRepresentation, requestedSize: requestedSize,
+                             sharedInfo: sharedInfo)
+            let result = try KeychainClient.shared().service.useKey(["v_PersistentRef": .data(reference)], use, in: nil)
+            return result.withUnsafeBytes { Data($0) }
+        }
+    }
 }
 
 public typealias SecKeyRef = SecKey
@@ -22,8 +103,8 @@ public func SecKeyGetTypeID() -> CFTypeID { 311 }
 
 /// Parameters: kSecAttrKeyType (EC / ECSECPrimeRandom or RSA), kSecAttrKeySizeInBits (EC 256, 384, 521; RSA
 /// 2048–4096). kSecAttrTokenID kSecAttrTokenIDSecureEnclave fails with errSecUnimplemented: there is no enclave here.
-/// kSecAttrIsPermanent true (top level or in kSecPrivateKeyAttrs) is not offered yet: errSecUnimplemented, so that
-/// no code believes a key was stored that was not.
+/// kSecAttrIsPermanent (top level: both halves; in kSecPrivateKeyAttrs / kSecPublicKeyAttrs: that half) stores the
+/// pair in the keychain and returns a reference to the stored private key (SecKey+Keychain.swift).
 public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
     -> SecKey?
 {
@@ -33,14 +114,17 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
             throw KeychainError(.unimplemented, "no token \(token) on this system (no Secure Enclave): make the key without kSecAttrTokenID")
         }
         let privateAttributes = KeyParameters(dictionary.value(kSecPrivateKeyAttrs) as? NSDictionary ?? [:])
-        if dictionary.bool(kSecAttrIsPermanent) == true || privateAttributes.bool(kSecAttrIsPermanent) == true {
-            throw KeychainError(.unimplemented, "keys stored in the keychain (kSecAttrIsPermanent) are not available yet")
-        }
+        let publicAttributes = KeyParameters(dictionary.value(kSecPublicKeyAttrs) as? NSDictionary ?? [:])
+        let permanent = dictionary.bool(kSecAttrIsPermanent) == true
+        let storePrivate = privateAttributes.bool(kSecAttrIsPermanent) ?? permanent
+        let storePublic = publicAttributes.bool(kSecAttrIsPermanent) ?? permanent
         let type = try dictionary.keyType()
         guard let bits = dictionary.integer(kSecAttrKeySizeInBits) else {
             throw KeychainError(.param, "kSecAttrKeySizeInBits is missing")
         }
-        return SecKey(try AsymmetricKey.generate(type: type, bits: bits))
+        let key = try AsymmetricKey.generate(type: type, bits: bits)
+        guard storePrivate || storePublic else { return SecKey(key) }
+        return try StoredKeys.store(key, parameters: parameters, storePrivate: storePrivate, storePublic: storePublic)
     }
 }
 
@@ -58,29 +142,46 @@ public func SecKeyCreateWithData(
     }
 }
 
-public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? { SecKey(key.key.publicKey) }
+public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? { SecKey(key.publicKey) }
 
-public func SecKeyGetBlockSize(_ key: SecKey) -> Int { key.key.blockSize }
+public func SecKeyGetBlockSize(_ key: SecKey) -> Int { key.publicKey.blockSize }
 
-/// The key's bytes in Apple's format (X9.63 for EC, PKCS#1 for RSA).
+/// The key's bytes in Apple's format (X9.63 for EC, PKCS#1 for RSA). A stored private key that is not extractable
+/// (or sensitive, or guarded for private-key use) never comes back: errSecKeyIsSensitive.
 public func SecKeyCopyExternalRepresentation(_ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
     -> CFData?
 {
-    key.key.externalRepresentation as NSData
+    secKeyCall(error) { () throws(KeychainError) in
+        switch key.backing {
+        case .memory(let key): return key.externalRepresentation as NSData
+        case .stored(_, let reference, _):
+            let found = try KeychainClient.shared().search(["v_PersistentRef": .data(reference), "r_Data": .bool(true)])
+            guard let secret = found.first?.secret else { throw KeychainError.itemNotFound() }
+            return secret.withUnsafeBytes { Data($0) } as NSData
+        }
+    }
 }
 
-/// Apple's attribute dictionary for a key in memory (SecKeyCopyAttributeDictionaryWithLocalKey).
+/// Apple's attribute dictionary: for a key in memory as SecKeyCopyAttributeDictionaryWithLocalKey makes it; for a
+/// stored key, its item's attributes.
 public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
-    let isPrivate = key.key.keyClass == .private
-    let bits = NSNumber(value: key.key.keySizeInBits)
-    let attributes: [String: AnyObject] = [
+    switch key.backing {
+    case .stored(_, _, let attributes): return attributes as NSDictionary
+    case .memory(let key): return memoryKeyAttributes(key) as NSDictionary
+    }
+}
+
+func memoryKeyAttributes(_ key: AsymmetricKey) -> [String: AnyObject] {
+    let isPrivate = key.keyClass == .private
+    let bits = NSNumber(value: key.keySizeInBits)
+    return [
         kSecClass as String: kSecClassKey,
-        kSecAttrKeyClass as String: key.key.keyClass.rawValue as NSString,
-        kSecAttrApplicationLabel as String: key.key.applicationLabel as NSData,
+        kSecAttrKeyClass as String: key.keyClass.rawValue as NSString,
+        kSecAttrApplicationLabel as String: key.applicationLabel as NSData,
         kSecAttrIsPermanent as String: kCFBooleanTrue,
         kSecAttrIsPrivate as String: kCFBooleanTrue,
         kSecAttrIsModifiable as String: kCFBooleanTrue,
-        kSecAttrKeyType as String: key.key.type.rawValue as NSString,
+        kSecAttrKeyType as String: key.type.rawValue as NSString,
         kSecAttrKeySizeInBits as String: bits,
         kSecAttrEffectiveKeySize as String: bits,
         kSecAttrIsSensitive as String: kCFBooleanFalse,
@@ -96,16 +197,16 @@ public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
         kSecAttrCanVerifyRecover as String: kCFBooleanFalse,
         kSecAttrCanWrap as String: NSNumber(value: !isPrivate),
         kSecAttrCanUnwrap as String: NSNumber(value: isPrivate),
-        kSecValueData as String: key.key.externalRepresentation as NSData,
+        kSecValueData as String: key.externalRepresentation as NSData,
     ]
-    return attributes as NSDictionary
 }
 
 public func SecKeyIsAlgorithmSupported(_ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm)
     -> Bool
 {
     guard let operation = KeyOperation(rawValue: operation.rawValue) else { return false }
-    return key.key.supports(operation, KeyAlgorithm(identifier: algorithm.identifier))
+    return AsymmetricKey.supports(operation, KeyAlgorithm(identifier: algorithm.identifier), type: key.publicKey.type,
+                                  keyClass: key.keyClass)
 }
 
 public func SecKeyCreateSignature(
@@ -113,7 +214,7 @@ public func SecKeyCreateSignature(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) { () throws(KeychainError) in
-        try key.key.signature(for: dataToSign as Data, algorithm: KeyAlgorithm(identifier: algorithm.identifier)) as NSData
+        try key.use(.sign, algorithm, dataToSign as Data) as NSData
     }
 }
 
@@ -123,7 +224,8 @@ public func SecKeyVerifySignature(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> Bool {
     secKeyCall(error) { () throws(KeychainError) in
-        try key.key.verify(signature as Data, for: signedData as Data, algorithm: KeyAlgorithm(identifier: algorithm.identifier))
+        try key.publicKey.verify(signature as Data, for: signedData as Data,
+                                 algorithm: KeyAlgorithm(identifier: algorithm.identifier))
         return true
     } ?? false
 }
@@ -132,7 +234,7 @@ public func SecKeyCreateEncryptedData(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) { () throws(KeychainError) in
-        try key.key.encrypt(plaintext as Data, algorithm: KeyAlgorithm(identifier: algorithm.identifier)) as NSData
+        try key.publicKey.encrypt(plaintext as Data, algorithm: KeyAlgorithm(identifier: algorithm.identifier)) as NSData
     }
 }
 
@@ -140,7 +242,7 @@ public func SecKeyCreateDecryptedData(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     secKeyCall(error) { () throws(KeychainError) in
-        try key.key.decrypt(ciphertext as Data, algorithm: KeyAlgorithm(identifier: algorithm.identifier)) as NSData
+        try key.use(.decrypt, algorithm, ciphertext as Data) as NSData
     }
 }
 
@@ -156,8 +258,8 @@ public func SecKeyCopyKeyExchangeResult(
         if sharedInfo != nil, !(sharedInfo is Data) {
             throw KeychainError(.param, "ECDHKeyExchange wrong sharedInfo type (must be CFData/NSData)")
         }
-        return try privateKey.key.keyExchange(
-            with: publicKey.key, algorithm: KeyAlgorithm(identifier: algorithm.identifier),
+        return try privateKey.use(
+            .keyExchange, algorithm, Data(), peer: publicKey,
             requestedSize: (dictionary.value(SecKeyKeyExchangeParameter.requestedSize.rawValue) as? NSNumber)?.intValue,
             sharedInfo: sharedInfo as? Data) as NSData
     }

@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainDaemon
+import KeychainKeys
 import KeychainTestSupport
 import Testing
 
@@ -63,5 +64,37 @@ struct InProcessDaemonTests {
         // Invalidated on the client: the daemon's copy is invalidated with it.
         context.invalidate()
         #expect(status { _ = try client.search(read, in: work) } == -25293)
+    }
+
+    @Test("a private key that must not leave is used in the daemon: signatures and decryptions come back, its bytes never")
+    func keyUsedWhereItLives() throws {
+        let daemon = try Running()
+        let client = try daemon.connect()
+        defer { client.close() }
+        let key = try AsymmetricKey.generate(type: .ec, bits: 256)
+        let tag = Data("com.example.daemon-key".utf8)
+        try client.add(["class": "keys", "kcls": .int(1), "type": .int(73), "bsiz": .int(256), "atag": .data(tag),
+                        "extr": .bool(false), "v_Data": .secret(SecretBytes(key.externalRepresentation))], to: nil)
+        let select: [String: QueryValue] = ["class": "keys", "atag": .data(tag)]
+        // Read: refused, through the daemon as in-process.
+        #expect(status { _ = try client.search(select.merging(["r_Data": true]) { a, _ in a }, in: nil) } == -25258)
+        // Used: a signature that the public key verifies.
+        let message = Data("signed in keychaind".utf8)
+        let signature = try client.useKey(select, KeyUse(.sign, algorithm: "algid:sign:ECDSA:message-X962:SHA256",
+                                                         input: SecretBytes(message)), in: nil)
+        try key.publicKey.verify(signature.unprotectedData(), for: message,
+                                 algorithm: KeyAlgorithm(identifier: "algid:sign:ECDSA:message-X962:SHA256"))
+        // The public half, and an ECIES message opened where the key lives.
+        let publicBytes = try client.useKey(select, KeyUse(.copyPublicKey), in: nil)
+        #expect(publicBytes.unprotectedData() == key.publicKey.externalRepresentation)
+        let ecies = KeyAlgorithm(identifier: "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM-KDFIV")
+        let sealed = try key.publicKey.encrypt(Data("for the daemon".utf8), algorithm: ecies)
+        let opened = try client.useKey(select, KeyUse(.decrypt, algorithm: ecies.identifier, input: SecretBytes(sealed)), in: nil)
+        #expect(opened.unprotectedString() == "for the daemon")
+        // An unsupported algorithm is Apple's errSecParam; a missing key errSecItemNotFound.
+        #expect(status { _ = try client.useKey(select, KeyUse(.sign, algorithm: "algid:sign:RSA:raw"), in: nil) } == -50)
+        #expect(status {
+            _ = try client.useKey(["class": "keys", "atag": .data(Data("none".utf8))], KeyUse(.copyPublicKey), in: nil)
+        } == -25300)
     }
 }

@@ -22,6 +22,11 @@ struct WireTests {
             .unlock(work, password: nil), .changePassword(work, old: SecretBytes(utf8: "a"), new: nil),
             .add(dictionary, work), .search(dictionary, nil), .update(dictionary, ["labl": "x"], work),
             .upsert(dictionary, secret: SecretBytes(utf8: "x"), ["labl": "y"], nil), .allItems(work, includingSecrets: true),
+            .useKey(["class": "keys"], KeyUse(.sign, algorithm: "algid:sign:ECDSA:message-X962:SHA256",
+                                              input: SecretBytes(utf8: "m")), work),
+            .useKey(["v_PersistentRef": .data(Data([1]))], KeyUse(.keyExchange, algorithm: "algid:keyexchange:ECDH",
+                                                                  peerPublicKey: Data([4, 1]), requestedSize: 32,
+                                                                  sharedInfo: Data([7])), nil),
         ]
         for request in requests {
             let bytes = try request.encode()

@@ -129,6 +129,16 @@ public final class EmbeddedKeychainService: KeychainService {
         }
     }
 
+    /// A search whose secrets stay here, for a private-key operation (EmbeddedKeychainService+Keys.swift).
+    func searchForKeyUse(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+        -> [FoundItem]
+    {
+        let query = prepared(query)
+        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
+            try file(orDefault: keychain).search(QueryParser.parse(query, for: .search), caller: caller, purpose: .keyUse)
+        }
+    }
+
     @discardableResult
     public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
                        in keychain: KeychainReference?) throws(KeychainError) -> Int

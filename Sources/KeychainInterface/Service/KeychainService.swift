@@ -67,6 +67,13 @@ public protocol KeychainService: Sendable {
     /// Every item of the keychain, whatever its group (`dump-keychain`); locked classes are left out.
     func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError) -> [FoundItem]
 
+    // MARK: - Keys
+
+    /// Runs a private-key operation (sign, decrypt, key exchange, or copy the public key) on the one private key
+    /// `query` selects, where the key lives; its bytes never come back (semantics §5.2).
+    func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?) throws(KeychainError)
+        -> SecretBytes
+
     // MARK: - The owner (LocalAuthentication)
 
     /// Checks the keychain password for `context` and marks it authenticated when right (false when wrong; the

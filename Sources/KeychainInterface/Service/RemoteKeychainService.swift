@@ -299,6 +299,14 @@ public final class RemoteKeychainService: KeychainService {
         return list
     }
 
+    /// Signing, decryption and key exchange run in the daemon, where the key lives; only their results travel.
+    public func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?)
+        throws(KeychainError) -> SecretBytes
+    {
+        guard case .secret(let result) = try call(.useKey(query, use, keychain)) else { throw unexpected() }
+        return result
+    }
+
     /// The password is checked by the daemon, which marks its own copy of the context (same id) authenticated:
     /// later calls naming this context are then met there. The local context is marked too, for this process's
     /// own bookkeeping; the daemon never takes a client's word for it.

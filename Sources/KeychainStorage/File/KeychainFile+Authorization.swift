@@ -15,10 +15,10 @@ extension KeychainFile {
     /// companion device are not available on this machine, as on a Mac without a sensor.
     /// `db` is the transaction to read the keybag through when called inside one (writes), nil otherwise (a search
     /// authorises after its read transaction ended).
-    func authorize(_ item: Item, _ query: ItemQuery, db: Database?) throws(KeychainError) -> Bool {
+    func authorize(_ item: Item, _ query: ItemQuery, db: Database?,
+                   for operation: AccessControl.Operation = .decrypt) throws(KeychainError) -> Bool {
         guard let ac = item.accessControl else { return true }
-        let constraints = ac.readConstraints
-        if constraints.isEmpty { return true }
+        guard case .requires(let constraints, _) = ac.constraint(for: operation) else { return true }
         let context = query.authenticationContext
         if context?.isInvalidated == true { throw KeychainError(.authFailed, "the authentication context was invalidated") }
         if context?.isOwnerAuthenticated == true { return true }

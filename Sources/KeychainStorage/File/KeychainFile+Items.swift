@@ -148,6 +148,19 @@ extension KeychainFile {
     /// - Throws: `errSecItemNotFound` for no match; `errSecInteractionNotAllowed` when a candidate's class key is
     ///   locked.
     public func search(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> [FoundItem] {
+        try search(query, caller: caller, purpose: .read)
+    }
+
+    /// Why a search reads secrets: to hand them to the caller, or to run a private-key operation here.
+    public enum ReadPurpose: Sendable {
+        /// The secret goes to the caller: a private key that must not leave is refused (errSecKeyIsSensitive).
+        case read
+        /// The key is used where it lives (signing, decryption, key exchange) and never returned; its access
+        /// control is checked for that use (PrivateKeyUsage puts the constraints there instead of on reading).
+        case keyUse
+    }
+
+    public func search(_ query: ItemQuery, caller: Caller, purpose: ReadPurpose) throws(KeychainError) -> [FoundItem] {
         applyAutoLock()
         if let group = query.accessGroup { try caller.checkReadable(group) }
         if query.limit.count == 0 { throw .itemNotFound() }
@@ -169,7 +182,11 @@ extension KeychainFile {
         }
         var found: [FoundItem] = []
         for (row, item) in matches {
+            if wantsSecret && purpose == .read && item.isNonExportablePrivateKey {
+                throw KeychainError(.keyIsSensitive, "a private key that is not extractable is used, never read")
+            }
             if try !authorize(item, query, db: nil) { continue }
+            if purpose == .keyUse, try !authorize(item, query, db: nil, for: .sign) { continue }
             var secret: SecretBytes?
             if wantsSecret {
                 let approval = try approveApplication(item, query, caller: caller)
@@ -368,7 +385,9 @@ extension KeychainFile {
                 guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
                 var secret: SecretBytes?
-                if includingSecrets && item.accessControl == nil && !needsApproval(item, caller: caller) {
+                if includingSecrets && item.accessControl == nil && !item.isNonExportablePrivateKey
+                    && !needsApproval(item, caller: caller)
+                {
                     secret = try openSecret(row, item: item, query: nil)
                 }
                 out.append(FoundItem(item: item, secret: secret))

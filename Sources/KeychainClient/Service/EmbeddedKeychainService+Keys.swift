@@ -1,0 +1,47 @@
+import Foundation
+import KeychainCore
+import KeychainKeys
+
+extension EmbeddedKeychainService {
+    /// Runs a private-key operation on the one private key `query` selects, here, where the key lives: its bytes
+    /// are opened for this call only and never returned (only signatures, plaintexts, shared secrets, the public
+    /// key). The key's access control is checked for the use (PrivateKeyUsage: the constraints guard signing).
+    public func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?)
+        throws(KeychainError) -> SecretBytes
+    {
+        var dictionary = query
+        if dictionary["v_PersistentRef"] == nil {  // a persistent reference stands alone (Apple's rule)
+            dictionary["class"] = .string("keys")
+            dictionary["kcls"] = .int(1)
+        }
+        dictionary["r_Data"] = .bool(true)
+        dictionary["r_Attributes"] = .bool(true)
+        dictionary["m_Limit"] = .string("m_LimitOne")
+        dictionary.removeValue(forKey: "r_Ref")
+        dictionary.removeValue(forKey: "r_PersistentRef")
+        let found = try searchForKeyUse(dictionary, in: keychain)
+        guard let item = found.first, let secret = item.secret, item.item.itemClass == .key,
+              item.item.attributes["kcls"]?.numberValue == 1
+        else { throw .itemNotFound() }
+        guard let type = item.item.attributes["type"]?.numberValue.flatMap({ AsymmetricKey.KeyType(rawValue: String($0)) })
+        else { throw KeychainError(.unimplemented, "only EC and RSA keys are used here") }
+        let key = try secret.withUnsafeBytes { raw throws(KeychainError) in
+            try AsymmetricKey(externalRepresentation: Data(raw), type: type, keyClass: .private)
+        }
+        let algorithm = KeyAlgorithm(identifier: use.algorithm)
+        let input = use.input.withUnsafeBytes { Data($0) }
+        switch use.operation {
+        case .sign:
+            return SecretBytes(try key.signature(for: input, algorithm: algorithm))
+        case .decrypt:
+            return SecretBytes(try key.decrypt(input, algorithm: algorithm))
+        case .keyExchange:
+            guard let peerBytes = use.peerPublicKey else { throw KeychainError(.param, "no public key to agree with") }
+            let peer = try AsymmetricKey(externalRepresentation: peerBytes, type: type, keyClass: .public)
+            return SecretBytes(try key.keyExchange(with: peer, algorithm: algorithm, requestedSize: use.requestedSize,
+                                                   sharedInfo: use.sharedInfo))
+        case .copyPublicKey:
+            return SecretBytes(key.publicKey.externalRepresentation)
+        }
+    }
+}
