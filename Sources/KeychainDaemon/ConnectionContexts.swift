@@ -37,8 +37,15 @@ final class ConnectionContexts {
         case .upsert(let q, let secret, let a, let r): .upsert(substitute(q), secret: secret, a, r)
         case .replaceAll(let m, let a, let r): .replaceAll(substitute(m), substitute(a), r)
         case .useKey(let d, let use, let r): .useKey(substitute(d), use, r)
+        case .generateKeyPair(let g, let r): .generateKeyPair(substitute(g), r)
         default: request
         }
+    }
+
+    private func substitute(_ generation: KeyGeneration) -> KeyGeneration {
+        var out = generation
+        out.privateAttributes = substitute(generation.privateAttributes)
+        return out
     }
 
     private func substitute(_ dictionary: [String: QueryValue]) -> [String: QueryValue] {

@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import KeychainCore
 
 /// The protocol version. A client and a daemon of different versions refuse each other with a clear error.
@@ -53,6 +58,7 @@ public enum Request: Sendable {
     case allItems(KeychainReference, includingSecrets: Bool)
     case authenticateOwner(SecretBytes, AuthenticationContext.Snapshot, KeychainReference?)
     case useKey([String: QueryValue], KeyUse, KeychainReference?)
+    case generateKeyPair(KeyGeneration, KeychainReference?)
     /// Turns this connection into an event stream: the daemon answers `done`, then sends `event` frames only.
     case subscribe
 
@@ -95,6 +101,11 @@ public enum Request: Sendable {
             w.optionalString(c.term)
         case .subscribe: w.byte(26)
         case .useKey(let d, let use, let r): w.byte(27); try w.dictionary(d); w.keyUse(use); w.optionalReference(r)
+        case .generateKeyPair(let g, let r):
+            w.byte(28); w.string(g.keyType); w.int(Int64(g.bits)); try w.dictionary(g.privateAttributes)
+            w.bool(g.publicAttributes != nil)
+            if let publicAttributes = g.publicAttributes { try w.dictionary(publicAttributes) }
+            w.optionalReference(r)
         }
         return w.finish()
     }
@@ -138,6 +149,13 @@ public enum Request: Sendable {
             request = .session(session)
         case 26: request = .subscribe
         case 27: request = .useKey(try r.dictionary(), try r.keyUse(), try r.optionalReference())
+        case 28:
+            let keyType = try r.string()
+            guard let bits = Int(exactly: try r.int()), (0...16384).contains(bits) else { throw .malformed("key size") }
+            let privateAttributes = try r.dictionary()
+            let publicAttributes = try r.bool() ? try r.dictionary() : nil
+            request = .generateKeyPair(KeyGeneration(keyType: keyType, bits: bits, privateAttributes: privateAttributes,
+                                                     publicAttributes: publicAttributes), try r.optionalReference())
         default: throw .malformed("request")
         }
         guard r.atEnd else { throw .malformed("request (trailing bytes)") }
@@ -160,6 +178,8 @@ public enum Response: Sendable {
     case event(KeychainEvent)
     /// The result of a key operation (a signature, a plaintext, a shared secret, a public key).
     case secret(SecretBytes)
+    /// A generated, stored key pair.
+    case keyPair(GeneratedKeyPair)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -181,6 +201,7 @@ public enum Response: Sendable {
         case .failure(let e): w.byte(9); w.error(e)
         case .event(let e): w.byte(10); w.int(Int64(e.kind.rawValue)); w.optionalString(e.keychain); w.int(Int64(e.pid))
         case .secret(let s): w.byte(11); w.secret(s)
+        case .keyPair(let pair): w.byte(12); w.found(pair.privateKey); w.blob(pair.publicKey)
         }
         return w.finish()
     }
@@ -217,6 +238,7 @@ public enum Response: Sendable {
             guard let pid = Int32(exactly: try r.int()) else { throw .malformed("event") }
             response = .event(KeychainEvent(kind: kind, keychain: keychain, pid: pid))
         case 11: response = .secret(try r.secret())
+        case 12: response = .keyPair(GeneratedKeyPair(privateKey: try r.found(), publicKey: Data(try r.blob())))
         default: throw .malformed("response")
         }
         guard r.atEnd else { throw .malformed("response (trailing bytes)") }

@@ -122,9 +122,9 @@ public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMut
         guard let bits = dictionary.integer(kSecAttrKeySizeInBits) else {
             throw KeychainError(.param, "kSecAttrKeySizeInBits is missing")
         }
-        let key = try AsymmetricKey.generate(type: type, bits: bits)
-        guard storePrivate || storePublic else { return SecKey(key) }
-        return try StoredKeys.store(key, parameters: parameters, storePrivate: storePrivate, storePublic: storePublic)
+        guard storePrivate || storePublic else { return SecKey(try AsymmetricKey.generate(type: type, bits: bits)) }
+        return try StoredKeys.store(type: type, bits: bits, parameters: parameters, storePrivate: storePrivate,
+                                    storePublic: storePublic)
     }
 }
 

@@ -97,4 +97,37 @@ struct InProcessDaemonTests {
             _ = try client.useKey(["class": "keys", "atag": .data(Data("none".utf8))], KeyUse(.copyPublicKey), in: nil)
         } == -25300)
     }
+
+    @Test("a key pair generated in the daemon: the private key never leaves it; the public key and its item come back")
+    func keyPairGeneratedInDaemon() throws {
+        let daemon = try Running()
+        let client = try daemon.connect()
+        defer { client.close() }
+        let tag = Data("com.example.generated".utf8)
+        let pair = try client.generateKeyPair(
+            KeyGeneration(keyType: "73", bits: 384, privateAttributes: ["atag": .data(tag), "extr": .bool(false)],
+                          publicAttributes: ["atag": .data(tag)]), in: nil)
+        #expect(pair.privateKey.secret == nil)
+        #expect(pair.privateKey.item.attributes["kcls"]?.numberValue == 1)
+        #expect(pair.privateKey.item.attributes["bsiz"]?.numberValue == 384)
+        let publicKey = try AsymmetricKey(externalRepresentation: pair.publicKey, type: .ec, keyClass: .public)
+        #expect(pair.privateKey.item.attributes["klbl"] == .data(publicKey.applicationLabel))
+        // The stored public key is the one returned; the private key's bytes are refused.
+        let storedPublic = try client.search(["class": "keys", "atag": .data(tag), "kcls": .int(0), "r_Data": true], in: nil)
+        #expect(storedPublic.first?.secret?.unprotectedData() == pair.publicKey)
+        #expect(status {
+            _ = try client.search(["class": "keys", "atag": .data(tag), "kcls": .int(1), "r_Data": true], in: nil)
+        } == -25258)
+        // And it signs there.
+        let algorithm = KeyAlgorithm(identifier: "algid:sign:ECDSA:message-RFC4754:SHA384")
+        let message = Data("made and used in keychaind".utf8)
+        let signature = try client.useKey(["class": "keys", "atag": .data(tag)],
+                                          KeyUse(.sign, algorithm: algorithm.identifier, input: SecretBytes(message)), in: nil)
+        try publicKey.verify(signature.unprotectedData(), for: message, algorithm: algorithm)
+        // A bad key type is Apple's errSecParam, and nothing is stored.
+        #expect(status {
+            _ = try client.generateKeyPair(KeyGeneration(keyType: "99", bits: 256, privateAttributes: [:],
+                                                         publicAttributes: nil), in: nil)
+        } == -50)
+    }
 }

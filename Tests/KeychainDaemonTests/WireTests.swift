@@ -27,6 +27,10 @@ struct WireTests {
             .useKey(["v_PersistentRef": .data(Data([1]))], KeyUse(.keyExchange, algorithm: "algid:keyexchange:ECDH",
                                                                   peerPublicKey: Data([4, 1]), requestedSize: 32,
                                                                   sharedInfo: Data([7])), nil),
+            .generateKeyPair(KeyGeneration(keyType: "73", bits: 256, privateAttributes: ["atag": .data(Data([1]))],
+                                           publicAttributes: nil), work),
+            .generateKeyPair(KeyGeneration(keyType: "42", bits: 2048, privateAttributes: [:],
+                                           publicAttributes: ["labl": "public"]), nil),
         ]
         for request in requests {
             let bytes = try request.encode()

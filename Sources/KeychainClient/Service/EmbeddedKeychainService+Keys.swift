@@ -44,4 +44,29 @@ extension EmbeddedKeychainService {
             return SecretBytes(key.publicKey.externalRepresentation)
         }
     }
+
+    /// Generates a key pair here and stores it (the private key, and the public one when asked): the private key
+    /// exists only in this service. If storing the public key fails, the private one is removed again.
+    public func generateKeyPair(_ generation: KeyGeneration, in keychain: KeychainReference?) throws(KeychainError)
+        -> GeneratedKeyPair
+    {
+        guard let type = AsymmetricKey.KeyType(rawValue: generation.keyType) else {
+            throw KeychainError(.param, "kSecAttrKeyType must be kSecAttrKeyTypeECSECPrimeRandom or kSecAttrKeyTypeRSA")
+        }
+        let key = try AsymmetricKey.generate(type: type, bits: generation.bits)
+        let stored = try add(key.itemAttributes(generation.privateAttributes), to: keychain)
+        if let publicAttributes = generation.publicAttributes {
+            // An access control guards the private key's use; the public key is public.
+            var attributes = publicAttributes
+            attributes.removeValue(forKey: "accc")
+            do {
+                try add(key.publicKey.itemAttributes(attributes), to: keychain)
+            } catch {
+                _ = try? delete(["v_PersistentRef": .data(stored.item.persistentReference.data)], in: keychain)
+                throw error
+            }
+        }
+        return GeneratedKeyPair(privateKey: FoundItem(item: stored.item, secret: nil),
+                                publicKey: key.publicKey.externalRepresentation)
+    }
 }

@@ -47,3 +47,35 @@ extension Item {
             || accessControl?.flags.contains(.privateKeyUsage) == true
     }
 }
+
+/// A key pair to generate where it will be stored (the keychain service: in this process, or in keychaind), so that
+/// a private key that must not leave never exists outside it.
+public struct KeyGeneration: Sendable {
+    /// `kSecAttrKeyType`'s value: "73" (EC) or "42" (RSA).
+    public var keyType: String
+    public var bits: Int
+    /// The private key item's attributes (the caller's; the service adds what it derives from the key).
+    public var privateAttributes: [String: QueryValue]
+    /// The public key item's attributes, or nil to store only the private key.
+    public var publicAttributes: [String: QueryValue]?
+
+    public init(keyType: String, bits: Int, privateAttributes: [String: QueryValue],
+                publicAttributes: [String: QueryValue]?) {
+        self.keyType = keyType
+        self.bits = bits
+        self.privateAttributes = privateAttributes
+        self.publicAttributes = publicAttributes
+    }
+}
+
+/// What generating a stored key pair gives back: the private key's item (attributes, no data) and the public key.
+public struct GeneratedKeyPair: Sendable {
+    public var privateKey: FoundItem
+    /// The public key's external representation (X9.63 or PKCS#1).
+    public var publicKey: Data
+
+    public init(privateKey: FoundItem, publicKey: Data) {
+        self.privateKey = privateKey
+        self.publicKey = publicKey
+    }
+}

@@ -73,6 +73,10 @@ public protocol KeychainService: Sendable {
     /// `query` selects, where the key lives; its bytes never come back (semantics §5.2).
     func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?) throws(KeychainError)
         -> SecretBytes
+    /// Generates a key pair where it is stored and stores it (SecKeyCreateRandomKey with kSecAttrIsPermanent): the
+    /// private key never exists outside the service.
+    func generateKeyPair(_ generation: KeyGeneration, in keychain: KeychainReference?) throws(KeychainError)
+        -> GeneratedKeyPair
 
     // MARK: - The owner (LocalAuthentication)
 

@@ -307,6 +307,14 @@ public final class RemoteKeychainService: KeychainService {
         return result
     }
 
+    /// The pair is generated in the daemon; only the private key's attributes and the public key come back.
+    public func generateKeyPair(_ generation: KeyGeneration, in keychain: KeychainReference?) throws(KeychainError)
+        -> GeneratedKeyPair
+    {
+        guard case .keyPair(let pair) = try call(.generateKeyPair(generation, keychain)) else { throw unexpected() }
+        return pair
+    }
+
     /// The password is checked by the daemon, which marks its own copy of the context (same id) authenticated:
     /// later calls naming this context are then met there. The local context is marked too, for this process's
     /// own bookkeeping; the daemon never takes a client's word for it.
