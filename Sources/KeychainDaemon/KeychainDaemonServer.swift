@@ -179,7 +179,10 @@ public final class KeychainDaemonServer: Sendable {
         defer { close(fd) }
         guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
         guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
-        guard let claimed = policy.caller(for: peer) else { return refuse(fd, "cannot identify the caller's program") }
+        guard let claimed = policy.caller(for: peer) else {
+            // /proc/PID/exe is unreadable for a process that made itself non-dumpable before connecting.
+            return refuse(fd, "cannot identify the caller's program (connect before PR_SET_DUMPABLE 0)")
+        }
         do {
             guard let hello = try Framing.receive(on: fd, limit: 64) else { return }
             try Framing.checkHello(hello)

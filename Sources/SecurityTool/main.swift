@@ -9,15 +9,15 @@ import Glibc
 // `security` over the client interface only: through keychaind it never loads the engine. When the keychain is to be
 // opened in this process, it becomes its engine-linked twin (`keychain-embedded security …`) before reading anything.
 
-// Before anything, even choosing the service (which may wait for keychaind to start): no core file, not dumpable.
-ProcessHardening.disableCoreDumps()
-
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 func service() throws(KeychainError) -> any KeychainService {
     try EmbeddedTwin.remoteOrBecomeEmbedded(tool: "security")
 }
 
+// The service first, while keychaind can still read /proc/PID/exe to know this program (a process that is not
+// dumpable cannot be identified by a daemon of its own user); then no core file and not dumpable, before any
+// password is read (SecurityProgram.run hardens again, for commands that needed no service here).
 var chosen: (any KeychainService)?
 if SecurityProgram.needsKeychain(arguments) {
     do { chosen = try service() } catch {
@@ -25,6 +25,7 @@ if SecurityProgram.needsKeychain(arguments) {
         exit(Int32(truncatingIfNeeded: error.status.rawValue) & 0xff)
     }
 }
+ProcessHardening.disableCoreDumps()
 let program = SecurityProgram { [chosen] () throws(KeychainError) -> any KeychainService in
     if let chosen { return chosen }
     return try service()

@@ -566,17 +566,22 @@ struct DaemonTests {
         defer { home.cleanUp() }
         #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)
         #expect(try home.run("security", "set-keychain-settings", "-t", "1", "work").status == 0)
-        #expect(try home.run("security", "unlock-keychain", "-p", "pw", "work").status == 0)
+        // Listening before the unlock: on a loaded machine the one-second timer can fire before a listener that
+        // subscribed afterwards is there to hear it.
         let listener = try #require(try RemoteKeychainService.connect(
             to: KeychainLocations.current(environment: home.environment).daemonSocket))
         defer { listener.close() }
         let heard = Mutex<[KeychainEvent]>([])
         let subscription = try #require(try listener.subscribe { event in heard.withLock { $0.append(event) } })
         defer { subscription.cancel() }
+        #expect(try home.run("security", "unlock-keychain", "-p", "pw", "work").status == 0)
         var lock: KeychainEvent?
-        for _ in 0..<100 where lock == nil {
+        for _ in 0..<300 where lock == nil {
             usleep(100_000)
-            lock = heard.withLock { $0.first { $0.kind == .lock } }
+            lock = heard.withLock { events in
+                guard let unlocked = events.firstIndex(where: { $0.kind == .unlock }) else { return nil }
+                return events[unlocked...].first { $0.kind == .lock }
+            }
         }
         #expect(lock?.keychain == home.tool.home.appendingPathComponent("data/keychains/work.keychain-db").path)
         #expect(lock?.pid == home.daemonPID)

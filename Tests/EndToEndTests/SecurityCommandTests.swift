@@ -413,21 +413,67 @@ extension ProcessHardeningTests {
                                             "add-generic-password", "-a", "dump", "-s", "dump", "-w"],
             environment: environment, stdin: input.childEnd)
         input.closeChildEnd()
-        // Wait until the command itself runs (after setpriv's exec) and waits for the password.
+        // Wait until the command itself runs (after setpriv's exec) and waits for the password: blocked in read(2)
+        // on its standard input (syscall 0, descriptor 0), which comes after it reached keychaind (up to 30 s: the
+        // first command also starts keychaind for that user, which a loaded machine makes slow).
         var owner: uid_t?
-        for _ in 0..<300 {
+        for _ in 0..<3000 {
             usleep(10_000)
             let status = (try? String(contentsOfFile: "/proc/\(child.pid)/status", encoding: .utf8)) ?? ""
-            guard status.contains("Name:\tsecurity"), status.contains("State:\tS") else { continue }
+            let syscall = (try? String(contentsOfFile: "/proc/\(child.pid)/syscall", encoding: .utf8)) ?? ""
+            guard status.contains("Name:\tsecurity"), syscall.hasPrefix("0 0x0 ") else { continue }
             var info = stat()
             if stat("/proc/\(child.pid)/environ", &info) == 0 { owner = info.st_uid }
             break
         }
         _ = input.send("CANARY-DUMP\n".utf8)
         input.closeOurEnd()
-        _ = child.wait()
+        let ended = child.wait()
         // Dumpable, the files would belong to 65534, the process's own user.
         #expect(owner == 0)
+        // And keychaind still knew who was asking (it reads /proc/PID/exe before the client hardens itself).
+        #expect(ended == .exited(0))
+    }
+
+    /// What a real user sees (CI runs as root, who can read any process's /proc files): the thin tools, run as an
+    /// ordinary user, reach a keychaind of that user that must identify them before they make themselves
+    /// non-dumpable.
+    @Test("as an ordinary user, security and both credential helpers work through keychaind",
+          .enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func ordinaryUserThroughDaemon() throws {
+        let home = URL(fileURLWithPath: "/tmp/e2e-user-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let runtime = home.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        #expect(chown(home.path, 65534, 65534) == 0 && chown(runtime.path, 65534, 65534) == 0)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
+            environment[variable] = home.appendingPathComponent(folder).path
+        }
+        environment["KEYCHAIN_BACKEND"] = "daemon"
+        func run(_ program: String, _ arguments: [String], input: String = "") throws -> (Int32, String, String) {
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let output = try ChildProcess.run(
+                "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", path] + arguments,
+                environment: environment, input: Data(input.utf8))
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return (status, String(decoding: output.stdout, as: UTF8.self), String(decoding: output.stderr, as: UTF8.self))
+        }
+        let add = try run("security", ["add-generic-password", "-a", "u", "-s", "s", "-w", "v"])
+        #expect(add.0 == 0, "\(add.2)")
+        #expect(try run("security", ["find-generic-password", "-a", "u", "-s", "s", "-w"]).1 == "v\n")
+        let store = try run("git-credential-keychain", ["store"],
+                            input: "protocol=https\nhost=git.example\nusername=u\npassword=p\n\n")
+        #expect(store.0 == 0, "\(store.2)")
+        #expect(try run("git-credential-keychain", ["get"], input: "protocol=https\nhost=git.example\n\n").1
+                == "username=u\npassword=p\n")
+        let docker = try run("docker-credential-keychain", ["store"],
+                             input: #"{"ServerURL":"https://r.example","Username":"u","Secret":"t"}"#)
+        #expect(docker.0 == 0, "\(docker.1)")
+        #expect(try run("docker-credential-keychain", ["get"], input: "https://r.example").1.contains(#""Secret":"t""#))
     }
 }
 
