@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.2.0"),
     ],
     targets: [
         // Apple's item model, query rules, status codes. Pure: no I/O.
@@ -99,11 +100,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // X.509 certificates read from DER with swift-asn1 (not swift-certificates' X509: it imports Security when it
+        // can, ARCHITECTURE §7): what SecCertificate and `cert` items derive from a certificate.
+        .target(
+            name: "KeychainCertificates",
+            dependencies: ["KeychainCore", "KeychainKeys", .product(name: "SwiftASN1", package: "swift-asn1")],
+            swiftSettings: strictSettings
+        ),
         // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, SecKey, CF stand-ins. No rules of
         // its own.
         .target(
             name: "Security",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainKeys"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainKeys", "KeychainCertificates"],
             swiftSettings: strictSettings
         ),
         // LAContext and LAError with Apple's spellings, over the engine's authentication context.

@@ -165,3 +165,8 @@ extension AsymmetricKey: CustomStringConvertible {
             + "\(keyClass == .public ? "PublicKey" : "PrivateKey"), block size: \(keySizeInBits) bits>"
     }
 }
+
+extension AsymmetricKey {
+    /// SHA-1, for Apple's key and certificate hashes (application label, `pkhh`).
+    public static func sha1(_ data: Data) -> Data { Data(Insecure.SHA1.hash(data: data)) }
+}

@@ -40,6 +40,7 @@ public func CFGetTypeID(_ object: CFTypeRef?) -> CFTypeID {
     switch object {
     case is SecAccessControl: SecAccessControlGetTypeID()
     case is SecKey: SecKeyGetTypeID()
+    case is SecCertificate: SecCertificateGetTypeID()
     case is NSError: CFErrorGetTypeID()
     case let n as NSNumber: n.isBoolean ? CFBooleanGetTypeID() : CFNumberGetTypeID()
     case is NSString, is String: CFStringGetTypeID()

@@ -1,0 +1,213 @@
+import Foundation
+import KeychainCore
+import KeychainKeys
+import SwiftASN1
+
+/// An X.509 certificate read from its DER: what the keychain derives from it (Apple's SecCertificate accessors and
+/// the attributes of a `cert` item). Parsing is bounded by swift-asn1's DER parser (depth and lengths checked); any
+/// input that is not a certificate is refused with nil, never a crash.
+public struct Certificate: Sendable, Hashable {
+    public let der: Data
+    /// The serial number's INTEGER content bytes, as Apple returns them.
+    public let serialNumber: Data
+    /// The issuer and subject Names, their DER (SEQUENCE included).
+    public let issuer: Data
+    public let subject: Data
+    /// Attribute type and value pairs of the subject, in order (OID content bytes, decoded string or nil).
+    let subjectAttributes: [(type: [UInt8], value: String?)]
+    public let subjectKeyIdentifier: Data?
+    /// rfc822Name and dNSName entries of the subject alternative name extension, in order.
+    let alternativeEmails: [String]
+    let alternativeDNSNames: [String]
+    /// The public key, when it is an EC (P-256/384/521) or RSA key.
+    public let publicKey: AsymmetricKey?
+    /// The subjectPublicKey BIT STRING's bytes (what Apple hashes for `pkhh`... see ``publicKeyHash``).
+    let publicKeyBits: Data
+
+    public init?(der: Data) {
+        guard der.count <= 1 << 20, let root = try? DER.parse(Array(der)),
+              root.identifier == .sequence, root.encodedBytes.count == der.count,
+              let certificate = Self.children(root), certificate.count == 3,
+              let tbs = Self.children(certificate[0]), certificate[0].identifier == .sequence
+        else { return nil }
+        var index = 0
+        // [0] EXPLICIT version, optional.
+        if tbs.indices.contains(index), tbs[index].identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) {
+            index += 1
+        }
+        guard tbs.count >= index + 6,
+              tbs[index].identifier == .integer, case .primitive(let serial) = tbs[index].content, !serial.isEmpty,
+              tbs[index + 2].identifier == .sequence, tbs[index + 4].identifier == .sequence,
+              tbs[index + 5].identifier == .sequence
+        else { return nil }
+        self.der = der
+        serialNumber = Data(serial)
+        issuer = Data(tbs[index + 2].encodedBytes)
+        subject = Data(tbs[index + 4].encodedBytes)
+        guard let attributes = Self.nameAttributes(tbs[index + 4]), Self.nameAttributes(tbs[index + 2]) != nil else { return nil }
+        subjectAttributes = attributes
+        // SubjectPublicKeyInfo: algorithm (OID, parameters), subjectPublicKey BIT STRING.
+        guard let spki = Self.children(tbs[index + 5]), spki.count == 2, let algorithm = Self.children(spki[0]),
+              let algorithmOID = algorithm.first.flatMap(Self.oid),
+              spki[1].identifier == .bitString, case .primitive(let bitString) = spki[1].content, bitString.first == 0
+        else { return nil }
+        let keyBits = Data(bitString.dropFirst())
+        publicKeyBits = keyBits
+        publicKey = Self.key(algorithm: algorithmOID, parameters: algorithm.dropFirst().first, bits: keyBits)
+        // Extensions: [3] EXPLICIT SEQUENCE OF Extension.
+        var skid: Data?
+        var emails: [String] = []
+        var dnsNames: [String] = []
+        for node in tbs[(index + 6)...] where node.identifier == ASN1Identifier(tagWithNumber: 3, tagClass: .contextSpecific) {
+            guard let wrapped = Self.children(node), let list = wrapped.first.flatMap(Self.children) else { return nil }
+            for extensionNode in list {
+                guard let fields = Self.children(extensionNode), let id = fields.first.flatMap(Self.oid),
+                      let valueNode = fields.last, valueNode.identifier == .octetString,
+                      case .primitive(let value) = valueNode.content
+                else { return nil }
+                if id == OID.subjectKeyIdentifier, let inner = try? DER.parse(value), case .primitive(let bytes) = inner.content {
+                    skid = Data(bytes)
+                } else if id == OID.subjectAlternativeName, let inner = try? DER.parse(value), let names = Self.children(inner) {
+                    for name in names where name.identifier.tagClass == .contextSpecific {
+                        guard case .primitive(let bytes) = name.content else { continue }
+                        let text = String(decoding: bytes, as: UTF8.self)
+                        if name.identifier.tagNumber == 1 { emails.append(text) }
+                        if name.identifier.tagNumber == 2 { dnsNames.append(text) }
+                    }
+                }
+            }
+        }
+        subjectKeyIdentifier = skid
+        alternativeEmails = emails
+        alternativeDNSNames = dnsNames
+    }
+
+    public static func == (a: Self, b: Self) -> Bool { a.der == b.der }
+    public func hash(into hasher: inout Hasher) { hasher.combine(der) }
+
+    /// Every common name of the subject, in order (SecCertificateCopyCommonName gives the last).
+    public var commonNames: [String] { subjectAttributes.filter { $0.type == OID.commonName }.compactMap(\.value) }
+
+    /// E-mail addresses: the subject alternative name's rfc822Names, then the subject's emailAddress attributes.
+    public var emailAddresses: [String] {
+        alternativeEmails + subjectAttributes.filter { $0.type == OID.emailAddress }.compactMap(\.value)
+    }
+
+    /// Apple's SecCertificateCopySubjectSummary: the subject's most telling component type (common name over
+    /// organizational unit over organization over the rest), every instance of it listed last-first with ", ",
+    /// "CN (description)" when there is a description; without a common name the first e-mail address, else the
+    /// first DNS name, is preferred.
+    public var subjectSummary: String? {
+        func rank(_ type: [UInt8]) -> Int {
+            switch type {
+            case OID.commonName: 4
+            case OID.organizationalUnitName: 3
+            case OID.organizationName: 2
+            default: 1
+            }
+        }
+        var best = 0
+        var summary: String?
+        var description: String?
+        for (type, value) in subjectAttributes {
+            guard let value else { continue }
+            if type == OID.description { description = description.map { "\(value), \($0)" } ?? value }
+            let kind = rank(type)
+            if best < kind {
+                best = kind
+                summary = value
+            } else if best == kind {
+                summary = summary.map { "\(value), \($0)" } ?? value
+            }
+        }
+        if best == 4, let description, let common = summary { summary = "\(common) (\(description))" }
+        if best != 4, let alternative = emailAddresses.first ?? alternativeDNSNames.first { summary = alternative }
+        return summary
+    }
+
+    /// `pkhh` and an identity's join key: SHA-1 of the public key as Apple represents it (X9.63 point, PKCS#1 for
+    /// RSA: the subjectPublicKey bytes), which is the private key's `klbl`.
+    public var publicKeyHash: Data { publicKey?.applicationLabel ?? Data(Self.sha1(publicKeyBits)) }
+
+    // MARK: - DER walking
+
+    static func children(_ node: ASN1Node) -> [ASN1Node]? {
+        guard case .constructed(let nodes) = node.content else { return nil }
+        return Array(nodes)
+    }
+
+    static func oid(_ node: ASN1Node) -> [UInt8]? {
+        guard node.identifier == .objectIdentifier, case .primitive(let bytes) = node.content else { return nil }
+        return Array(bytes)
+    }
+
+    /// A Name's attributes in order; nil when it is not a SEQUENCE OF SET OF (type, value).
+    static func nameAttributes(_ name: ASN1Node) -> [(type: [UInt8], value: String?)]? {
+        guard name.identifier == .sequence, let sets = children(name) else { return nil }
+        var out: [(type: [UInt8], value: String?)] = []
+        for set in sets {
+            guard set.identifier == .set, let pairs = children(set) else { return nil }
+            for pair in pairs {
+                guard let fields = children(pair), fields.count == 2, let type = oid(fields[0]) else { return nil }
+                out.append((type, string(fields[1])))
+            }
+        }
+        return out
+    }
+
+    /// The text of a directory string (UTF8, Printable, IA5, Teletex as Latin-1, BMP, Universal).
+    static func string(_ node: ASN1Node) -> String? {
+        guard case .primitive(let bytes) = node.content else { return nil }
+        switch node.identifier {
+        case .utf8String, .printableString, .ia5String, .visibleString, .numericString:
+            return String(validating: bytes, as: UTF8.self)
+        case .teletexString:
+            return String(bytes.map { Character(Unicode.Scalar($0)) })
+        case .bmpString:
+            guard bytes.count % 2 == 0 else { return nil }
+            let units = stride(from: bytes.startIndex, to: bytes.endIndex, by: 2).map { UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]) }
+            return String(decoding: units, as: UTF16.self)
+        case .universalString:
+            guard bytes.count % 4 == 0 else { return nil }
+            var text = ""
+            for i in stride(from: bytes.startIndex, to: bytes.endIndex, by: 4) {
+                let value = UInt32(bytes[i]) << 24 | UInt32(bytes[i + 1]) << 16 | UInt32(bytes[i + 2]) << 8 | UInt32(bytes[i + 3])
+                guard let scalar = Unicode.Scalar(value) else { return nil }
+                text.unicodeScalars.append(scalar)
+            }
+            return text
+        default:
+            return nil
+        }
+    }
+
+    static func key(algorithm: [UInt8], parameters: ASN1Node?, bits: Data) -> AsymmetricKey? {
+        switch algorithm {
+        case OID.ecPublicKey:
+            guard let curve = parameters.flatMap(oid), [OID.p256, OID.p384, OID.p521].contains(curve) else { return nil }
+            return try? AsymmetricKey(externalRepresentation: bits, type: .ec, keyClass: .public)
+        case OID.rsaEncryption:
+            return try? AsymmetricKey(externalRepresentation: bits, type: .rsa, keyClass: .public)
+        default:
+            return nil
+        }
+    }
+
+    static func sha1(_ data: Data) -> [UInt8] { Array(AsymmetricKey.sha1(data)) }
+}
+
+/// The object identifiers this file reads, as their DER content bytes.
+enum OID {
+    static let commonName: [UInt8] = [0x55, 0x04, 0x03]
+    static let organizationName: [UInt8] = [0x55, 0x04, 0x0A]
+    static let organizationalUnitName: [UInt8] = [0x55, 0x04, 0x0B]
+    static let description: [UInt8] = [0x55, 0x04, 0x0D]
+    static let emailAddress: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x09, 0x01]
+    static let subjectKeyIdentifier: [UInt8] = [0x55, 0x1D, 0x0E]
+    static let subjectAlternativeName: [UInt8] = [0x55, 0x1D, 0x11]
+    static let ecPublicKey: [UInt8] = [0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01]
+    static let rsaEncryption: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01]
+    static let p256: [UInt8] = [0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
+    static let p384: [UInt8] = [0x2B, 0x81, 0x04, 0x00, 0x22]
+    static let p521: [UInt8] = [0x2B, 0x81, 0x04, 0x00, 0x23]
+}
