@@ -16,6 +16,12 @@ public struct Certificate: Sendable, Hashable {
     /// Attribute type and value pairs of the subject, in order (OID content bytes, decoded string or nil).
     let subjectAttributes: [(type: [UInt8], value: String?)]
     public let subjectKeyIdentifier: Data?
+    /// X.509 version as written (0 for v1 … 2 for v3).
+    public let version: Int
+    /// Apple's normalized Names (the content of the SEQUENCE): PrintableString values upper-cased, with runs of
+    /// blanks folded to one space and leading and trailing blanks dropped, so that Names differing only there match.
+    public let normalizedSubject: Data
+    public let normalizedIssuer: Data
     /// rfc822Name and dNSName entries of the subject alternative name extension, in order.
     let alternativeEmails: [String]
     let alternativeDNSNames: [String]
@@ -31,10 +37,16 @@ public struct Certificate: Sendable, Hashable {
               let tbs = Self.children(certificate[0]), certificate[0].identifier == .sequence
         else { return nil }
         var index = 0
+        var version = 0
         // [0] EXPLICIT version, optional.
         if tbs.indices.contains(index), tbs[index].identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) {
+            guard let inner = Self.children(tbs[index])?.first, inner.identifier == .integer,
+                  case .primitive(let bytes) = inner.content, bytes.count == 1, bytes.first! <= 2
+            else { return nil }
+            version = Int(bytes.first!)
             index += 1
         }
+        self.version = version
         guard tbs.count >= index + 6,
               tbs[index].identifier == .integer, case .primitive(let serial) = tbs[index].content, !serial.isEmpty,
               tbs[index + 2].identifier == .sequence, tbs[index + 4].identifier == .sequence,
@@ -44,8 +56,13 @@ public struct Certificate: Sendable, Hashable {
         serialNumber = Data(serial)
         issuer = Data(tbs[index + 2].encodedBytes)
         subject = Data(tbs[index + 4].encodedBytes)
-        guard let attributes = Self.nameAttributes(tbs[index + 4]), Self.nameAttributes(tbs[index + 2]) != nil else { return nil }
+        guard let attributes = Self.nameAttributes(tbs[index + 4]), Self.nameAttributes(tbs[index + 2]) != nil,
+              let normalizedSubject = Self.normalizedNameContent(tbs[index + 4]),
+              let normalizedIssuer = Self.normalizedNameContent(tbs[index + 2])
+        else { return nil }
         subjectAttributes = attributes
+        self.normalizedSubject = normalizedSubject
+        self.normalizedIssuer = normalizedIssuer
         // SubjectPublicKeyInfo: algorithm (OID, parameters), subjectPublicKey BIT STRING.
         guard let spki = Self.children(tbs[index + 5]), spki.count == 2, let algorithm = Self.children(spki[0]),
               let algorithmOID = algorithm.first.flatMap(Self.oid),
@@ -181,6 +198,38 @@ public struct Certificate: Sendable, Hashable {
         }
     }
 
+    /// A Name's content re-encoded with its PrintableString values normalized (Apple's createNormalizedX501Name).
+    static func normalizedNameContent(_ name: ASN1Node) -> Data? {
+        guard let sets = children(name) else { return nil }
+        var content: [UInt8] = []
+        for set in sets {
+            guard let pairs = children(set) else { return nil }
+            var setContent: [UInt8] = []
+            for pair in pairs {
+                guard let fields = children(pair), fields.count == 2 else { return nil }
+                var value = Array(fields[1].encodedBytes)
+                if fields[1].identifier == .printableString, case .primitive(let bytes) = fields[1].content {
+                    var folded: [UInt8] = []
+                    var lastWasBlank = false
+                    for byte in bytes {
+                        if byte == 0x20 || byte == 0x09 {
+                            if !lastWasBlank && !folded.isEmpty { folded.append(0x20) }
+                            lastWasBlank = true
+                        } else {
+                            lastWasBlank = false
+                            folded.append((0x61...0x7A).contains(byte) ? byte - 0x20 : byte)
+                        }
+                    }
+                    if lastWasBlank, folded.last == 0x20 { folded.removeLast() }
+                    value = DEREncoding.element(0x13, folded)
+                }
+                setContent += DEREncoding.element(0x30, Array(fields[0].encodedBytes) + value)
+            }
+            content += DEREncoding.element(0x31, setContent)
+        }
+        return Data(content)
+    }
+
     static func key(algorithm: [UInt8], parameters: ASN1Node?, bits: Data) -> AsymmetricKey? {
         switch algorithm {
         case OID.ecPublicKey:
@@ -210,4 +259,51 @@ enum OID {
     static let p256: [UInt8] = [0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
     static let p384: [UInt8] = [0x2B, 0x81, 0x04, 0x00, 0x22]
     static let p521: [UInt8] = [0x2B, 0x81, 0x04, 0x00, 0x23]
+}
+
+/// DER's definite lengths, for re-encoding normalized Names.
+enum DEREncoding {
+    static func element(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+        [tag] + length(content.count) + content
+    }
+
+    static func length(_ count: Int) -> [UInt8] {
+        if count < 0x80 { return [UInt8(count)] }
+        var bytes: [UInt8] = []
+        var rest = count
+        while rest > 0 {
+            bytes.insert(UInt8(rest & 0xFF), at: 0)
+            rest >>= 8
+        }
+        return [0x80 | UInt8(bytes.count)] + bytes
+    }
+
+    /// A SEQUENCE around `content`.
+    static func sequence(_ content: Data) -> Data { Data(element(0x30, Array(content))) }
+}
+
+extension Certificate {
+    /// The `cert` item's attributes Apple derives from the certificate (SecCertificateCopyAttributeDictionary):
+    /// type (version + 1), encoding (DER = 3), normalized subject and issuer, serial number, subject key id, public
+    /// key hash, the DER as data; the label is the subject summary unless the caller gives one. The caller's values
+    /// for the derived attributes are replaced: they cannot contradict the certificate.
+    public func itemAttributes(_ attributes: [String: QueryValue]) -> [String: QueryValue] {
+        var entries = attributes.filter { !$0.key.hasPrefix("v_") }
+        entries["class"] = .string("cert")
+        entries["ctyp"] = .int(Int64(version + 1))
+        entries["cenc"] = .int(3)
+        entries["subj"] = .data(normalizedSubject)
+        entries["issr"] = .data(normalizedIssuer)
+        entries["slnr"] = .data(serialNumber)
+        entries["pkhh"] = .data(publicKeyHash)
+        if let subjectKeyIdentifier { entries["skid"] = .data(subjectKeyIdentifier) } else { entries.removeValue(forKey: "skid") }
+        if entries["labl"] == nil, let subjectSummary { entries["labl"] = .string(subjectSummary) }
+        entries["v_Data"] = .data(der)
+        return entries
+    }
+}
+
+extension Certificate {
+    public var normalizedIssuerSequence: Data { DEREncoding.sequence(normalizedIssuer) }
+    public var normalizedSubjectSequence: Data { DEREncoding.sequence(normalizedSubject) }
 }

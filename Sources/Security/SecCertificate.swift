@@ -59,3 +59,13 @@ public func SecCertificateCopySerialNumberData(_ certificate: SecCertificate,
 public func SecCertificateCopyKey(_ certificate: SecCertificate) -> SecKey? {
     certificate.certificate.publicKey.map(SecKey.init)
 }
+
+/// The issuer's Name as Apple normalizes it (PrintableString values upper-cased, blanks folded), as a SEQUENCE:
+/// what a `cert` item's kSecAttrIssuer holds the content of.
+public func SecCertificateCopyNormalizedIssuerSequence(_ certificate: SecCertificate) -> CFData? {
+    certificate.certificate.normalizedIssuerSequence as NSData
+}
+
+public func SecCertificateCopyNormalizedSubjectSequence(_ certificate: SecCertificate) -> CFData? {
+    certificate.certificate.normalizedSubjectSequence as NSData
+}

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCertificates
 import KeychainClient
 import KeychainCore
 
@@ -13,6 +14,11 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
             guard let material = key.key else { throw .duplicateItem() }  // a stored key is in the keychain already
             entries.removeValue(forKey: kSecValueRef as String)
             entries = StoredKeys.itemEntries(material, entries)
+        }
+        // kSecValueRef with a certificate: its item, with the attributes Apple derives from the DER.
+        if let certificate = (attributes as NSDictionary)[kSecValueRef as String] as? SecCertificate {
+            entries.removeValue(forKey: kSecValueRef as String)
+            entries = certificate.certificate.itemAttributes(entries)
         }
         let query = try QueryParser.parse(entries, for: .add)  // for the result's shape
         let found = try KeychainClient.shared().add(entries)
@@ -30,11 +36,21 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
         // kSecReturnRef on keys: SecKey objects, made from each item's persistent reference.
         let keyReferences = parsed.returnTypes.contains(.ref) && entries["class"] == .string("keys")
         if keyReferences { entries["r_PersistentRef"] = .bool(true) }
+        // kSecReturnRef on certificates: SecCertificate objects, made from each item's DER.
+        let certificateReferences = parsed.returnTypes.contains(.ref) && entries["class"] == .string("cert")
+        if certificateReferences { entries["r_Data"] = .bool(true) }
         let found = try KeychainClient.shared().search(entries)
         guard let result, !parsed.returnTypes.isEmpty else { return }
+        func reference(for item: FoundItem) throws(KeychainError) -> AnyObject? {
+            if keyReferences { return try StoredKeys.reference(for: item) }
+            if certificateReferences, let der = item.secret?.unprotectedData() {
+                return SecCertificateCreateWithData(nil, der as NSData)
+            }
+            return nil
+        }
         func value(_ item: FoundItem) throws(KeychainError) -> AnyObject? {
             let shaped = Bridge.result(for: item, types: parsed.returnTypes)
-            guard keyReferences, let key = try StoredKeys.reference(for: item) else { return shaped }
+            guard let key = try reference(for: item) else { return shaped }
             guard parsed.returnTypes.wantsDictionary, let dictionary = shaped as? NSDictionary else { return key }
             var withReference: [String: AnyObject] = [:]
             for (name, object) in dictionary { if let name = name as? String { withReference[name] = object as AnyObject } }
