@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "KeychainWire", targets: ["KeychainWire"]),
         // For the fuzzers in Fuzz/: the `security` command's option grammar.
         .library(name: "SecurityCommandLine", targets: ["SecurityCommandLine"]),
+        .library(name: "KeychainCertificates", targets: ["KeychainCertificates"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .executable(name: "security", targets: ["SecurityTool"]),

@@ -32,6 +32,11 @@ let package = Package(
             path: "Sources/FuzzWire"
         ),
         .executableTarget(
+            name: "FuzzCertificate",
+            dependencies: [.product(name: "KeychainCertificates", package: root)],
+            path: "Sources/FuzzCertificate"
+        ),
+        .executableTarget(
             name: "FuzzCommandLine",
             dependencies: [.product(name: "SecurityCommandLine", package: root)],
             path: "Sources/FuzzCommandLine"

@@ -18,7 +18,8 @@ rm -f "$build_log"
 bin="$(swift build "${flags[@]}" --show-bin-path)"
 mkdir -p artifacts
 export FUZZ_DEVICE_KEY="$PWD/fixtures/state/device.key"
-for target in query-parser:FuzzQueryParser keychain-file:FuzzKeychainFile command-line:FuzzCommandLine wire:FuzzWire; do
+for target in query-parser:FuzzQueryParser keychain-file:FuzzKeychainFile command-line:FuzzCommandLine wire:FuzzWire \
+    certificate:FuzzCertificate; do
     corpus="corpus/${target%%:*}" program="$bin/${target##*:}"
     scratch="$(mktemp -d)"
     echo "== ${target##*:}: $runs runs over $corpus"
