@@ -41,6 +41,7 @@ public func CFGetTypeID(_ object: CFTypeRef?) -> CFTypeID {
     case is SecAccessControl: SecAccessControlGetTypeID()
     case is SecKey: SecKeyGetTypeID()
     case is SecCertificate: SecCertificateGetTypeID()
+    case is SecIdentity: SecIdentityGetTypeID()
     case is NSError: CFErrorGetTypeID()
     case let n as NSNumber: n.isBoolean ? CFBooleanGetTypeID() : CFNumberGetTypeID()
     case is NSString, is String: CFStringGetTypeID()

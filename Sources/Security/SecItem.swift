@@ -33,6 +33,11 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
     run { () throws(KeychainError) in
         var entries = try Bridge.entries(query)
         let parsed = try QueryParser.parse(entries, for: .search)  // for the result's shape
+        if entries["class"] == .string("idnt") {
+            let value = try Identities.copyMatching(entries, parsed)
+            if let result, !parsed.returnTypes.isEmpty { result.pointee = value }
+            return
+        }
         // kSecReturnRef on keys: SecKey objects, made from each item's persistent reference.
         let keyReferences = parsed.returnTypes.contains(.ref) && entries["class"] == .string("keys")
         if keyReferences { entries["r_PersistentRef"] = .bool(true) }
@@ -75,7 +80,9 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     run { () throws(KeychainError) in
-        try KeychainClient.shared().delete(Bridge.entries(query))
+        let entries = try Bridge.entries(query)
+        if entries["class"] == .string("idnt") { return try Identities.delete(entries) }
+        try KeychainClient.shared().delete(entries)
     }
 }
 
