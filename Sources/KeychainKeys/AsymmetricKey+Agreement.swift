@@ -111,3 +111,37 @@ extension AsymmetricKey {
         return key.withUnsafeBytes { Data($0) }
     }
 }
+
+extension AsymmetricKey {
+    /// Runs a private-key operation as the keychain service receives it: one dispatch for a key in an app's memory
+    /// and for a stored key used where it lives (EmbeddedKeychainService.useKey).
+    public func perform(_ use: KeyUse) throws(KeychainError) -> Data {
+        let algorithm = KeyAlgorithm(identifier: use.algorithm)
+        let input = use.input.withUnsafeBytes { Data($0) }
+        switch use.operation {
+        case .sign:
+            return try signature(for: input, algorithm: algorithm)
+        case .decrypt:
+            return try decrypt(input, algorithm: algorithm)
+        case .keyExchange:
+            guard let peerBytes = use.peerPublicKey else { throw KeychainError(.param, "no public key to agree with") }
+            let peer = try AsymmetricKey(externalRepresentation: peerBytes, type: type, keyClass: .public)
+            return try keyExchange(with: peer, algorithm: algorithm, requestedSize: use.requestedSize,
+                                   sharedInfo: use.sharedInfo)
+        case .copyPublicKey:
+            return publicKey.externalRepresentation
+        }
+    }
+}
+
+extension KeyUse.Operation {
+    /// The operation SecKeyIsAlgorithmSupported names (nil for copying the public key, which needs no algorithm).
+    public var keyOperation: KeyOperation? {
+        switch self {
+        case .sign: .sign
+        case .decrypt: .decrypt
+        case .keyExchange: .keyExchange
+        case .copyPublicKey: nil
+        }
+    }
+}

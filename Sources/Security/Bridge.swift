@@ -50,6 +50,14 @@ enum Bridge {
         return out
     }
 
+    /// A result dictionary with more entries (kSecValueRef for keys, certificates and identities; an identity's class).
+    static func dictionary(_ dictionary: NSDictionary, adding extra: [String: AnyObject]) -> NSDictionary {
+        var merged: [String: AnyObject] = [:]
+        for (name, object) in dictionary { if let name = name as? String { merged[name] = object as AnyObject } }
+        merged.merge(extra) { _, new in new }
+        return NSDictionary(dictionary: merged)
+    }
+
     /// One item's result in the shape the query asked for (semantics §3.5); nil for a password ref.
     static func result(for found: FoundItem, types: ReturnTypes) -> AnyObject? {
         if types.wantsDictionary {

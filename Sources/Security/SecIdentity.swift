@@ -104,11 +104,9 @@ enum Identities {
             }
             var shaped = Bridge.result(for: certificateItem, types: types)
             if let dictionary = shaped as? NSDictionary {
-                var merged: [String: AnyObject] = [:]
-                for (name, object) in dictionary { if let name = name as? String { merged[name] = object as AnyObject } }
-                merged["class"] = "idnt" as NSString
-                if let reference { merged["v_Ref"] = reference }
-                shaped = NSDictionary(dictionary: merged)
+                var extra: [String: AnyObject] = ["class": "idnt" as NSString]
+                if let reference { extra[kSecValueRef as String] = reference }
+                shaped = Bridge.dictionary(dictionary, adding: extra)
             } else if let reference {
                 shaped = reference
             }

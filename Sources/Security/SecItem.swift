@@ -2,6 +2,7 @@ import Foundation
 import KeychainCertificates
 import KeychainClient
 import KeychainCore
+import KeychainKeys
 
 // Apple's four item calls. They run on the process's default keychain through its keychain service (see
 // KeychainClient.shared()), with the application's access groups, and return Apple's status codes.
@@ -13,7 +14,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
         if let key = (attributes as NSDictionary)[kSecValueRef as String] as? SecKey {
             guard let material = key.key else { throw .duplicateItem() }  // a stored key is in the keychain already
             entries.removeValue(forKey: kSecValueRef as String)
-            entries = StoredKeys.itemEntries(material, entries)
+            entries = material.itemAttributes(entries)
         }
         // kSecValueRef with a certificate: its item, with the attributes Apple derives from the DER.
         if let certificate = (attributes as NSDictionary)[kSecValueRef as String] as? SecCertificate {
@@ -57,10 +58,7 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
             let shaped = Bridge.result(for: item, types: parsed.returnTypes)
             guard let key = try reference(for: item) else { return shaped }
             guard parsed.returnTypes.wantsDictionary, let dictionary = shaped as? NSDictionary else { return key }
-            var withReference: [String: AnyObject] = [:]
-            for (name, object) in dictionary { if let name = name as? String { withReference[name] = object as AnyObject } }
-            withReference[kSecValueRef as String] = key
-            return NSDictionary(dictionary: withReference)
+            return Bridge.dictionary(dictionary, adding: [kSecValueRef as String: key])
         }
         if parsed.limit.returnsArray {
             var values: [AnyObject] = []

@@ -66,31 +66,18 @@ public final class SecKey: NSObject, @unchecked Sendable {
     func use(_ operation: KeyUse.Operation, _ algorithm: SecKeyAlgorithm, _ input: Data, peer: SecKey? = nil,
              requestedSize: Int? = nil, sharedInfo: Data? = nil) throws(KeychainError) -> Data
     {
-        let parsed = KeyAlgorithm(identifier: algorithm.identifier)
+        let use = KeyUse(operation, algorithm: algorithm.identifier, input: SecretBytes(input),
+                         peerPublicKey: peer?.publicKey.externalRepresentation, requestedSize: requestedSize,
+                         sharedInfo: sharedInfo)
         switch backing {
         case .memory(let key):
-            switch operation {
-            case .sign: return try key.signature(for: input, algorithm: parsed)
-            case .decrypt: return try key.decrypt(input, algorithm: parsed)
-            case .keyExchange:
-                guard let peer else { throw KeychainError(.param) }
-                return try key.keyExchange(with: peer.publicKey, algorithm: parsed, requestedSize: requestedSize,
-                                           sharedInfo: sharedInfo)
-            case .copyPublicKey: return key.publicKey.externalRepresentation
-            }
+            return try key.perform(use)
         case .stored(let publicKey, let reference, _):
-            let keyOperation: KeyOperation = switch operation {
-            case .sign: .sign
-            case .decrypt: .decrypt
-            case .keyExchange, .copyPublicKey: .keyExchange
-            }
-            if operation != .copyPublicKey,
-               !AsymmetricKey.supports(keyOperation, parsed, type: publicKey.type, keyClass: .private) {
+            if let keyOperation = operation.keyOperation,
+               !AsymmetricKey.supports(keyOperation, KeyAlgorithm(identifier: algorithm.identifier), type: publicKey.type,
+                                       keyClass: .private) {
                 throw KeychainError(.param, "\(algorithm.identifier): algorithm not supported by the key \(self)")
             }
-            let use = KeyUse(operation, algorithm: algorithm.identifier, input: SecretBytes(input),
-                             peerPublicKey: peer?.publicKey.externalRepresentation, requestedSize: requestedSize,
-                             sharedInfo: sharedInfo)
             let result = try KeychainClient.shared().service.useKey(["v_PersistentRef": .data(reference)], use, in: nil)
             return result.withUnsafeBytes { Data($0) }
         }
@@ -102,7 +89,8 @@ public typealias SecKeyRef = SecKey
 public func SecKeyGetTypeID() -> CFTypeID { 311 }
 
 /// Parameters: kSecAttrKeyType (EC / ECSECPrimeRandom or RSA), kSecAttrKeySizeInBits (EC 256, 384, 521; RSA
-/// 2048–4096). kSecAttrTokenID kSecAttrTokenIDSecureEnclave fails with errSecUnimplemented: there is no enclave here.
+/// 2048–4096). kSecAttrTokenID kSecAttrTokenIDSecureEnclave is refused with errSecUnimplemented, by decision: this
+/// machine has no enclave, and a software stand-in would promise a protection it cannot give (docs/COMPATIBILITY.md).
 /// kSecAttrIsPermanent (top level: both halves; in kSecPrivateKeyAttrs / kSecPublicKeyAttrs: that half) stores the
 /// pair in the keychain and returns a reference to the stored private key (SecKey+Keychain.swift).
 public func SecKeyCreateRandomKey(_ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)

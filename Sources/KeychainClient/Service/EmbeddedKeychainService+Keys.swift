@@ -28,21 +28,7 @@ extension EmbeddedKeychainService {
         let key = try secret.withUnsafeBytes { raw throws(KeychainError) in
             try AsymmetricKey(externalRepresentation: Data(raw), type: type, keyClass: .private)
         }
-        let algorithm = KeyAlgorithm(identifier: use.algorithm)
-        let input = use.input.withUnsafeBytes { Data($0) }
-        switch use.operation {
-        case .sign:
-            return SecretBytes(try key.signature(for: input, algorithm: algorithm))
-        case .decrypt:
-            return SecretBytes(try key.decrypt(input, algorithm: algorithm))
-        case .keyExchange:
-            guard let peerBytes = use.peerPublicKey else { throw KeychainError(.param, "no public key to agree with") }
-            let peer = try AsymmetricKey(externalRepresentation: peerBytes, type: type, keyClass: .public)
-            return SecretBytes(try key.keyExchange(with: peer, algorithm: algorithm, requestedSize: use.requestedSize,
-                                                   sharedInfo: use.sharedInfo))
-        case .copyPublicKey:
-            return SecretBytes(key.publicKey.externalRepresentation)
-        }
+        return SecretBytes(try key.perform(use))
     }
 
     /// Generates a key pair here and stores it (the private key, and the public one when asked): the private key

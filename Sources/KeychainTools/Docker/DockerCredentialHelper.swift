@@ -20,17 +20,9 @@ public enum DockerCredentialHelper {
     /// sees every group of the keychain (as docker-credential-osxkeychain sees the file keychain); what it adds lands
     /// in its own group.
     public static func main(arguments: [String], client makeClient: () throws(KeychainError) -> KeychainClient) -> Never {
-        do throws(KeychainError) {
-            // Connect first, while keychaind can still read /proc/PID/exe to know this program (a process that is
-            // not dumpable cannot be identified by a daemon of its own user); harden before reading any secret.
-            let client = try makeClient()
-            ProcessHardening.disableCoreDumps()
+        CredentialHelperProcess.run(client: makeClient, { client throws(KeychainError) in
             try run(arguments.first ?? "", client: client)
-            client.close()
-            exit(0)
-        } catch {
-            fail(error.message)
-        }
+        }, fail: fail)
     }
 
     static let label = "Docker Credentials"

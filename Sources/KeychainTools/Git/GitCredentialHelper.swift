@@ -19,17 +19,9 @@ public enum GitCredentialHelper {
     /// read (the tool may yet become its engine-linked twin, see EmbeddedTwin). git's helper sees every group of the
     /// keychain (as git-credential-osxkeychain sees the file keychain); what it adds lands in its own group.
     public static func main(arguments: [String], client makeClient: () throws(KeychainError) -> KeychainClient) -> Never {
-        do throws(KeychainError) {
-            // Connect first, while keychaind can still read /proc/PID/exe to know this program (a process that is
-            // not dumpable cannot be identified by a daemon of its own user); harden before reading any secret.
-            let client = try makeClient()
-            ProcessHardening.disableCoreDumps()
+        CredentialHelperProcess.run(client: makeClient, { client throws(KeychainError) in
             try run(arguments.first ?? "", client: client)
-            client.close()
-            exit(0)
-        } catch {
-            die(error.message)
-        }
+        }, fail: die)
     }
 
     static func die(_ message: String) -> Never {
