@@ -75,7 +75,7 @@ let package = Package(
         // KeychainStorage.
         .target(
             name: "KeychainClient",
-            dependencies: ["KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainKeys", "KeychainWire",
+            dependencies: ["KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainKeys", "KeychainCertificates", "KeychainWire",
                            "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
@@ -105,7 +105,11 @@ let package = Package(
         // can, ARCHITECTURE §7): what SecCertificate and `cert` items derive from a certificate.
         .target(
             name: "KeychainCertificates",
-            dependencies: ["KeychainCore", "KeychainKeys", .product(name: "SwiftASN1", package: "swift-asn1")],
+            dependencies: [
+                "KeychainCore", "KeychainKeys", .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: strictSettings
         ),
         // Apple's spellings on Linux: kSec*, errSec*, SecItem*, SecAccessControl, SecKey, CF stand-ins. No rules of

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import KeychainCore
 import KeychainKeys
@@ -306,4 +307,10 @@ extension Certificate {
 extension Certificate {
     public var normalizedIssuerSequence: Data { DEREncoding.sequence(normalizedIssuer) }
     public var normalizedSubjectSequence: Data { DEREncoding.sequence(normalizedSubject) }
+}
+
+extension Certificate {
+    /// SHA-1 of the DER: the fingerprint `find-identity` lists and `-Z` names.
+    public var sha1Fingerprint: Data { Data(Insecure.SHA1.hash(data: der)) }
+    public var sha256Fingerprint: Data { Data(SHA256.hash(data: der)) }
 }

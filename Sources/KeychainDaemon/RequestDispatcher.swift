@@ -34,6 +34,9 @@ enum RequestDispatcher {
             case .allItems(let r, let secrets): return .items(try service.allItems(in: r, includingSecrets: secrets))
             case .useKey(let d, let use, let r): return .secret(try service.useKey(d, use, in: r))
             case .generateKeyPair(let g, let r): return .keyPair(try service.generateKeyPair(g, in: r))
+            case .importItems(let i, let r): return .items(try service.importItems(i, into: r))
+            case .exportItems(let e, let r): return .secret(try service.exportItems(e, from: r))
+            case .certificates(let d, let r): return .certificates(try service.certificates(d, in: r))
             case .session, .subscribe: return .done  // the server handles these: prompter, event stream
             case .authenticateOwner(let password, let snapshot, let r):
                 return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)
@@ -50,7 +53,8 @@ enum RequestDispatcher {
             KeychainEvent(kind: kind, keychain: (keychain ?? service.defaultKeychain()).path, pid: pid)
         }
         switch request {
-        case .add(_, let r), .upsert(_, _, _, let r), .replaceAll(_, _, let r), .generateKeyPair(_, let r): return on(.add, r)
+        case .add(_, let r), .upsert(_, _, _, let r), .replaceAll(_, _, let r), .generateKeyPair(_, let r),
+             .importItems(_, let r): return on(.add, r)
         case .update(_, _, let r): return on(.update, r)
         case .delete(_, let r): return on(.delete, r)
         case .lock(let r): return on(.lock, r)

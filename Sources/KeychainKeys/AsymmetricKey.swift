@@ -170,3 +170,37 @@ extension AsymmetricKey {
     /// SHA-1, for Apple's key and certificate hashes (application label, `pkhh`).
     public static func sha1(_ data: Data) -> Data { Data(Insecure.SHA1.hash(data: data)) }
 }
+
+extension AsymmetricKey {
+    /// A private key from a PKCS#8 PrivateKeyInfo (what .p12 files and `-----BEGIN PRIVATE KEY-----` hold), or from
+    /// SEC1 (EC) and PKCS#1 (RSA) DER, the other two encodings OpenSSL writes.
+    public init(privateKeyDER der: Data) throws(KeychainError) {
+        if let key = try? P256.Signing.PrivateKey(derRepresentation: der) { self.init(.p256(key)); return }
+        if let key = try? P384.Signing.PrivateKey(derRepresentation: der) { self.init(.p384(key)); return }
+        if let key = try? P521.Signing.PrivateKey(derRepresentation: der) { self.init(.p521(key)); return }
+        if let key = try? _RSA.Signing.PrivateKey(unsafeDERRepresentation: der), key.keySizeInBits >= 1024 {
+            self.init(.rsa(key)); return
+        }
+        throw KeychainError(.unknownFormat, "not an EC (P-256, P-384, P-521) or RSA private key")
+    }
+
+    /// A public key from a SubjectPublicKeyInfo (`-----BEGIN PUBLIC KEY-----`) or PKCS#1 RSAPublicKey DER.
+    public init(publicKeyDER der: Data) throws(KeychainError) {
+        if let key = try? P256.Signing.PublicKey(derRepresentation: der) { self.init(.p256Public(key)); return }
+        if let key = try? P384.Signing.PublicKey(derRepresentation: der) { self.init(.p384Public(key)); return }
+        if let key = try? P521.Signing.PublicKey(derRepresentation: der) { self.init(.p521Public(key)); return }
+        if let key = try? _RSA.Signing.PublicKey(unsafeDERRepresentation: der) { self.init(.rsaPublic(key)); return }
+        throw KeychainError(.unknownFormat, "not an EC (P-256, P-384, P-521) or RSA public key")
+    }
+
+    /// The PKCS#8 PrivateKeyInfo of a private key (what a .p12 file carries); nil for a public key.
+    public var pkcs8Representation: Data? {
+        switch material {
+        case .p256(let key): key.derRepresentation
+        case .p384(let key): key.derRepresentation
+        case .p521(let key): key.derRepresentation
+        case .rsa(let key): key.pkcs8DERRepresentation
+        default: nil
+        }
+    }
+}

@@ -59,6 +59,9 @@ public enum Request: Sendable {
     case authenticateOwner(SecretBytes, AuthenticationContext.Snapshot, KeychainReference?)
     case useKey([String: QueryValue], KeyUse, KeychainReference?)
     case generateKeyPair(KeyGeneration, KeychainReference?)
+    case importItems(ItemImport, KeychainReference?)
+    case exportItems(ItemExport, KeychainReference?)
+    case certificates([String: QueryValue], KeychainReference?)
     /// Turns this connection into an event stream: the daemon answers `done`, then sends `event` frames only.
     case subscribe
 
@@ -106,6 +109,13 @@ public enum Request: Sendable {
             w.bool(g.publicAttributes != nil)
             if let publicAttributes = g.publicAttributes { try w.dictionary(publicAttributes) }
             w.optionalReference(r)
+        case .importItems(let i, let r):
+            w.byte(29); w.secret(i.file); w.optionalString(i.format?.rawValue); w.optionalSecret(i.passphrase)
+            try w.dictionary(i.attributes); try w.dictionary(i.privateKeyAttributes); w.optionalReference(r)
+        case .exportItems(let e, let r):
+            w.byte(30); w.byte(e.selection.rawValue); w.string(e.format.rawValue); w.optionalSecret(e.passphrase)
+            w.optionalReference(r)
+        case .certificates(let d, let r): w.byte(31); try w.dictionary(d); w.optionalReference(r)
         }
         return w.finish()
     }
@@ -156,6 +166,23 @@ public enum Request: Sendable {
             let publicAttributes = try r.bool() ? try r.dictionary() : nil
             request = .generateKeyPair(KeyGeneration(keyType: keyType, bits: bits, privateAttributes: privateAttributes,
                                                      publicAttributes: publicAttributes), try r.optionalReference())
+        case 29:
+            let file = try r.secret()
+            let formatName = try r.optionalString()
+            let format = try formatName.map { name throws(WireError) in
+                guard let format = ItemFileFormat(rawValue: name) else { throw .malformed("file format") }
+                return format
+            }
+            request = .importItems(ItemImport(file: file, format: format, passphrase: try r.optionalSecret(),
+                                              attributes: try r.dictionary(), privateKeyAttributes: try r.dictionary()),
+                                   try r.optionalReference())
+        case 30:
+            guard let selection = ItemExport.Selection(rawValue: try r.byte()),
+                  let format = ItemFileFormat(rawValue: try r.string())
+            else { throw .malformed("export") }
+            request = .exportItems(ItemExport(selection: selection, format: format, passphrase: try r.optionalSecret()),
+                                   try r.optionalReference())
+        case 31: request = .certificates(try r.dictionary(), try r.optionalReference())
         default: throw .malformed("request")
         }
         guard r.atEnd else { throw .malformed("request (trailing bytes)") }
@@ -180,6 +207,7 @@ public enum Response: Sendable {
     case secret(SecretBytes)
     /// A generated, stored key pair.
     case keyPair(GeneratedKeyPair)
+    case certificates([CertificateRecord])
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -202,6 +230,15 @@ public enum Response: Sendable {
         case .event(let e): w.byte(10); w.int(Int64(e.kind.rawValue)); w.optionalString(e.keychain); w.int(Int64(e.pid))
         case .secret(let s): w.byte(11); w.secret(s)
         case .keyPair(let pair): w.byte(12); w.found(pair.privateKey); w.blob(pair.publicKey)
+        case .certificates(let list):
+            w.byte(13)
+            w.int(Int64(list.count))
+            for c in list {
+                w.found(c.item); w.blob(c.sha1); w.blob(c.sha256); w.optionalString(c.commonName)
+                w.int(Int64(c.emailAddresses.count))
+                for address in c.emailAddresses { w.string(address) }
+                w.optionalString(c.subjectSummary); w.bool(c.hasPrivateKey)
+            }
         }
         return w.finish()
     }
@@ -239,6 +276,21 @@ public enum Response: Sendable {
             response = .event(KeychainEvent(kind: kind, keychain: keychain, pid: pid))
         case 11: response = .secret(try r.secret())
         case 12: response = .keyPair(GeneratedKeyPair(privateKey: try r.found(), publicKey: Data(try r.blob())))
+        case 13:
+            let n = try r.elementCount()
+            var list: [CertificateRecord] = []
+            for _ in 0..<n {
+                let item = try r.found()
+                let sha1 = Data(try r.blob()), sha256 = Data(try r.blob())
+                let commonName = try r.optionalString()
+                let addressCount = try r.elementCount()
+                var addresses: [String] = []
+                for _ in 0..<addressCount { addresses.append(try r.string()) }
+                list.append(CertificateRecord(item: item, sha1: sha1, sha256: sha256, commonName: commonName,
+                                              emailAddresses: addresses, subjectSummary: try r.optionalString(),
+                                              hasPrivateKey: try r.bool()))
+            }
+            response = .certificates(list)
         default: throw .malformed("response")
         }
         guard r.atEnd else { throw .malformed("response (trailing bytes)") }

@@ -15,6 +15,11 @@ extension WireWriter {
         if let r { reference(r) }
     }
 
+    public mutating func references(_ list: [KeychainReference]) {
+        int(Int64(list.count))
+        for r in list { reference(r) }
+    }
+
     public mutating func settings(_ s: KeychainSettings) {
         int(Int64(s.lockInterval ?? -1))
         bool(s.lockOnSleep)
@@ -107,6 +112,13 @@ extension WireReader {
 
     public mutating func optionalReference() throws(WireError) -> KeychainReference? {
         try bool() ? try reference() : nil
+    }
+
+    public mutating func references() throws(WireError) -> [KeychainReference] {
+        let n = try elementCount()
+        var list: [KeychainReference] = []
+        for _ in 0..<n { list.append(try reference()) }
+        return list
     }
 
     public mutating func settings() throws(WireError) -> KeychainSettings {

@@ -2,6 +2,7 @@ import Foundation
 import KeychainCertificates
 import KeychainClient
 import KeychainCore
+import KeychainKeys
 
 /// `SecIdentity`: a certificate and the private key that belongs to it, the key whose kSecAttrApplicationLabel
 /// (SHA-1 of its public key) equals the certificate's kSecAttrPublicKeyHash. The keychain stores no identity items:
@@ -114,6 +115,29 @@ enum Identities {
         }
         if results.isEmpty { throw .itemNotFound() }
         return parsed.limit.returnsArray ? NSArray(array: results) : results.first
+    }
+
+    /// SecItemAdd of an identity: the certificate, then its private key (a key another certificate already brought is
+    /// shared). The other attributes (label, access group, accessibility) apply to both.
+    static func add(_ identity: SecIdentity, attributes: CFDictionary) throws(KeychainError) {
+        let dictionary = (attributes as NSDictionary).mutableCopy() as! NSMutableDictionary
+        dictionary.removeObject(forKey: kSecValueRef as String)
+        dictionary.removeObject(forKey: kSecClass as String)
+        var common = try Bridge.entries(dictionary)
+        for name in common.keys where name.hasPrefix("r_") { common.removeValue(forKey: name) }
+        let client = try KeychainClient.shared()
+        var certificateAttributes = common
+        certificateAttributes.removeValue(forKey: "accc")
+        let certificate = try client.add(identity.certificate.certificate.itemAttributes(certificateAttributes))
+        guard let key = identity.privateKey.key else { return }  // a stored key is in the keychain already
+        do throws(KeychainError) {
+            _ = try client.add(key.itemAttributes(common))
+        } catch KeychainStatus.duplicateItem {
+            // the key is there already
+        } catch {
+            _ = try? client.delete(["v_PersistentRef": .data(certificate.item.persistentReference.data)])
+            throw error
+        }
     }
 
     /// SecItemDelete on identities: each matching certificate and its private key.

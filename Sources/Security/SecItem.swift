@@ -9,6 +9,11 @@ import KeychainKeys
 
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run { () throws(KeychainError) in
+        // kSecValueRef with an identity: its certificate and private key, stored as two items (Apple's kSecClassIdentity
+        // add); errSecDuplicateItem when the certificate is already there.
+        if let identity = (attributes as NSDictionary)[kSecValueRef as String] as? SecIdentity {
+            return try Identities.add(identity, attributes: attributes)
+        }
         var entries = try Bridge.entries(attributes)
         // kSecValueRef with a key: the key's item, with the attributes Apple derives from it.
         if let key = (attributes as NSDictionary)[kSecValueRef as String] as? SecKey {

@@ -78,6 +78,20 @@ public protocol KeychainService: Sendable {
     func generateKeyPair(_ generation: KeyGeneration, in keychain: KeychainReference?) throws(KeychainError)
         -> GeneratedKeyPair
 
+    // MARK: - Certificates, identities and files (`security import`, `export`, `find-certificate`)
+
+    /// Reads certificates, keys and identities from a file (PKCS#12, PEM, DER) and stores them, all or none: here
+    /// the file is opened where its private keys will live. Items already in the keychain are skipped; when nothing
+    /// was new, errSecDuplicateItem. A PKCS#12 without `passphrase` that needs one: errSecPassphraseRequired.
+    /// Returns the stored items' attributes.
+    func importItems(_ request: ItemImport, into keychain: KeychainReference?) throws(KeychainError) -> [FoundItem]
+    /// Writes the selected items as a file: certificates as PEM or DER; identities as PKCS#12, their private keys
+    /// wrapped where they live (a key that must not leave is refused: errSecKeyIsSensitive).
+    func exportItems(_ request: ItemExport, from keychain: KeychainReference?) throws(KeychainError) -> SecretBytes
+    /// The certificate items `query` selects, with their hashes, names and whether their private key is here.
+    func certificates(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+        -> [CertificateRecord]
+
     // MARK: - The owner (LocalAuthentication)
 
     /// Checks the keychain password for `context` and marks it authenticated when right (false when wrong; the

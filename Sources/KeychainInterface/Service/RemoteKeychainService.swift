@@ -315,6 +315,29 @@ public final class RemoteKeychainService: KeychainService {
         return pair
     }
 
+    /// The file is opened in the daemon, where its keys will live.
+    public func importItems(_ request: ItemImport, into keychain: KeychainReference?) throws(KeychainError)
+        -> [FoundItem]
+    {
+        guard case .items(let list) = try call(.importItems(request, keychain)) else { throw unexpected() }
+        return list
+    }
+
+    /// The file is written in the daemon: private keys leave it only inside the PKCS#12's encryption.
+    public func exportItems(_ request: ItemExport, from keychain: KeychainReference?) throws(KeychainError)
+        -> SecretBytes
+    {
+        guard case .secret(let file) = try call(.exportItems(request, keychain)) else { throw unexpected() }
+        return file
+    }
+
+    public func certificates(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+        -> [CertificateRecord]
+    {
+        guard case .certificates(let list) = try call(.certificates(query, keychain)) else { throw unexpected() }
+        return list
+    }
+
     /// The password is checked by the daemon, which marks its own copy of the context (same id) authenticated:
     /// later calls naming this context are then met there. The local context is marked too, for this process's
     /// own bookkeeping; the daemon never takes a client's word for it.
