@@ -17,6 +17,9 @@ public struct Certificate: Sendable, Hashable {
     /// Attribute type and value pairs of the subject, in order (OID content bytes, decoded string or nil).
     let subjectAttributes: [(type: [UInt8], value: String?)]
     public let subjectKeyIdentifier: Data?
+    /// The validity period (nil when a time cannot be read).
+    public let notBefore: Date?
+    public let notAfter: Date?
     /// X.509 version as written (0 for v1 … 2 for v3).
     public let version: Int
     /// Apple's normalized Names (the content of the SEQUENCE): PrintableString values upper-cased, with runs of
@@ -55,6 +58,9 @@ public struct Certificate: Sendable, Hashable {
         else { return nil }
         self.der = der
         serialNumber = Data(serial)
+        let validity = Self.children(tbs[index + 3]) ?? []
+        notBefore = validity.first.flatMap(Self.time)
+        notAfter = validity.dropFirst().first.flatMap(Self.time)
         issuer = Data(tbs[index + 2].encodedBytes)
         subject = Data(tbs[index + 4].encodedBytes)
         guard let attributes = Self.nameAttributes(tbs[index + 4]), Self.nameAttributes(tbs[index + 2]) != nil,
@@ -313,4 +319,38 @@ extension Certificate {
     /// SHA-1 of the DER: the fingerprint `find-identity` lists and `-Z` names.
     public var sha1Fingerprint: Data { Data(Insecure.SHA1.hash(data: der)) }
     public var sha256Fingerprint: Data { Data(SHA256.hash(data: der)) }
+}
+
+extension Certificate {
+    /// UTCTime (YYMMDDHHMMSSZ, years 1950–2049) or GeneralizedTime (YYYYMMDDHHMMSSZ), as RFC 5280 requires them.
+    static func time(_ node: ASN1Node) -> Date? {
+        guard case .primitive(let bytes) = node.content, bytes.last == UInt8(ascii: "Z") else { return nil }
+        let digits = bytes.dropLast().map { Int($0) - 48 }
+        guard digits.allSatisfy({ (0...9).contains($0) }) else { return nil }
+        func number(_ range: Range<Int>) -> Int { range.reduce(0) { $0 * 10 + digits[$1] } }
+        let year: Int
+        let rest: Int
+        switch (node.identifier, digits.count) {
+        case (.utcTime, 12):
+            let yy = number(0..<2)
+            year = yy < 50 ? 2000 + yy : 1900 + yy
+            rest = 2
+        case (.generalizedTime, 14):
+            year = number(0..<4)
+            rest = 4
+        default:
+            return nil
+        }
+        let month = number(rest..<rest + 2), day = number(rest + 2..<rest + 4)
+        let hour = number(rest + 4..<rest + 6), minute = number(rest + 6..<rest + 8), second = number(rest + 8..<rest + 10)
+        guard (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+        // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3_600 + minute * 60 + second))
+    }
 }

@@ -238,6 +238,10 @@ public enum Response: Sendable {
                 w.int(Int64(c.emailAddresses.count))
                 for address in c.emailAddresses { w.string(address) }
                 w.optionalString(c.subjectSummary); w.bool(c.hasPrivateKey)
+                for time in [c.notBefore, c.notAfter] {
+                    w.bool(time != nil)
+                    if let time { w.int(Int64(time.timeIntervalSince1970)) }
+                }
             }
         }
         return w.finish()
@@ -286,9 +290,13 @@ public enum Response: Sendable {
                 let addressCount = try r.elementCount()
                 var addresses: [String] = []
                 for _ in 0..<addressCount { addresses.append(try r.string()) }
+                let summary = try r.optionalString()
+                let hasPrivateKey = try r.bool()
+                var times: [Date?] = []
+                for _ in 0..<2 { times.append(try r.bool() ? Date(timeIntervalSince1970: TimeInterval(try r.int())) : nil) }
                 list.append(CertificateRecord(item: item, sha1: sha1, sha256: sha256, commonName: commonName,
-                                              emailAddresses: addresses, subjectSummary: try r.optionalString(),
-                                              hasPrivateKey: try r.bool()))
+                                              emailAddresses: addresses, subjectSummary: summary,
+                                              hasPrivateKey: hasPrivateKey, notBefore: times[0], notAfter: times[1]))
             }
             response = .certificates(list)
         default: throw .malformed("response")

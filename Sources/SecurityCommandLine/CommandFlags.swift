@@ -13,6 +13,12 @@ public enum CommandFlags {
     public static let setSettings = "lut:"
     public static let dump = "adir"
     public static let domainAndSet = "d:s"
+    public static let importItems = "k:t:f:P:wxa:AT:"
+    public static let export = "k:t:f:wpP:o:"
+    public static let addCertificates = "k:"
+    public static let findCertificate = "ac:e:mpZ"
+    public static let findIdentity = "p:s:v"
+    public static let deleteCertificate = "c:Z:t"
 
     public static let byCommand: [String: String] = [
         "add-generic-password": addGeneric, "add-internet-password": addInternet,
@@ -21,6 +27,9 @@ public enum CommandFlags {
         "create-keychain": createKeychain, "lock-keychain": lockKeychain, "unlock-keychain": unlockKeychain,
         "set-keychain-password": setPassword, "set-keychain-settings": setSettings, "dump-keychain": dump,
         "list-keychains": domainAndSet, "default-keychain": domainAndSet, "login-keychain": domainAndSet,
+        "import": importItems, "export": export, "add-certificates": addCertificates,
+        "find-certificate": findCertificate, "find-identity": findIdentity,
+        "delete-certificate": deleteCertificate, "delete-identity": deleteCertificate,
     ]
 
     /// The commands that also take `--json`.

@@ -126,7 +126,8 @@ extension EmbeddedKeychainService {
                                              sha256: certificate.sha256Fingerprint,
                                              commonName: certificate.commonNames.last,
                                              emailAddresses: certificate.emailAddresses,
-                                             subjectSummary: certificate.subjectSummary, hasPrivateKey: hasKey))
+                                             subjectSummary: certificate.subjectSummary, hasPrivateKey: hasKey,
+                                             notBefore: certificate.notBefore, notAfter: certificate.notAfter))
         }
         return records
     }

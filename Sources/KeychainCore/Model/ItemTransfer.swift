@@ -73,9 +73,14 @@ public struct CertificateRecord: Sendable {
     public var subjectSummary: String?
     /// Whether the keychain holds its private key (the certificate is an identity's).
     public var hasPrivateKey: Bool
+    /// The validity period, when the certificate's times can be read.
+    public var notBefore: Date?
+    public var notAfter: Date?
 
     public init(item: FoundItem, sha1: Data, sha256: Data, commonName: String?, emailAddresses: [String],
-                subjectSummary: String?, hasPrivateKey: Bool) {
+                subjectSummary: String?, hasPrivateKey: Bool, notBefore: Date?, notAfter: Date?) {
+        self.notBefore = notBefore
+        self.notAfter = notAfter
         self.item = item
         self.sha1 = sha1
         self.sha256 = sha256

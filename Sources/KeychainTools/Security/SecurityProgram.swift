@@ -25,6 +25,7 @@ public final class SecurityProgram {
     private var wantsJSON = false
     private lazy var items = ItemCommands(session: session)
     private lazy var keychains = KeychainCommands(session: session)
+    private lazy var certificates = CertificateCommands(session: session)
     private lazy var commands: [Command] = makeCommands()
 
     /// - Parameter service: makes the keychain service at first use (a command that never needs one never calls it).
@@ -94,6 +95,26 @@ public final class SecurityProgram {
                 help: "Delete a generic password item.") { args throws(CommandError) in try self.items.delete(.generic, args) },
         Command(name: "delete-internet-password", usage: "[-a account] [-s server] [options...] [keychain...]",
                 help: "Delete an internet password item.") { args throws(CommandError) in try self.items.delete(.internet, args) },
+        Command(name: "find-certificate", usage: "[-a] [-c name] [-e emailAddress] [-m] [-p] [-Z] [keychain...]",
+                help: "Find a certificate item.") { args throws(CommandError) in try self.certificates.findCertificate(args) },
+        Command(name: "find-identity", usage: "[-p policy] [-s string] [-v] [keychain...]",
+                help: "Find an identity (certificate + private key).") { args throws(CommandError) in
+            try self.certificates.findIdentity(args)
+        },
+        Command(name: "delete-certificate", usage: "[-c name] [-Z hash] [-t] [keychain...]",
+                help: "Delete a certificate from a keychain.") { args throws(CommandError) in
+            try self.certificates.delete(args, identity: false)
+        },
+        Command(name: "delete-identity", usage: "[-c name] [-Z hash] [-t] [keychain...]",
+                help: "Delete a certificate and its private key from a keychain.") { args throws(CommandError) in
+            try self.certificates.delete(args, identity: true)
+        },
+        Command(name: "add-certificates", usage: "[-k keychain] file...",
+                help: "Add certificates to a keychain.") { args throws(CommandError) in try self.certificates.addCertificates(args) },
+        Command(name: "import", usage: "inputfile [-k keychain] [-t type] [-f format] [-w] [-P passphrase] [-x] [-A | -T appPath]",
+                help: "Import items into a keychain.") { args throws(CommandError) in try self.certificates.importFile(args) },
+        Command(name: "export", usage: "[-k keychain] [-t type] [-f format] [-w] [-p] [-P passphrase] [-o outfile]",
+                help: "Export items from a keychain.") { args throws(CommandError) in try self.certificates.export(args) },
         Command(name: "error", usage: "[<error code>...]", help: "Display a descriptive message for the given error code(s).") {
             args throws(CommandError) in
             guard !args.isEmpty else { throw .usage }
