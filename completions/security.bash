@@ -2,7 +2,7 @@
 _security() {
     local cur="${COMP_WORDS[COMP_CWORD]}" flags=""
     if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "help list-keychains default-keychain login-keychain create-keychain delete-keychain lock-keychain unlock-keychain set-keychain-settings set-keychain-password show-keychain-info dump-keychain add-generic-password add-internet-password find-generic-password find-internet-password delete-generic-password delete-internet-password error" -- "$cur"))
+        COMPREPLY=($(compgen -W "help list-keychains default-keychain login-keychain create-keychain delete-keychain lock-keychain unlock-keychain set-keychain-settings set-keychain-password show-keychain-info dump-keychain add-generic-password add-internet-password find-generic-password find-internet-password delete-generic-password delete-internet-password find-certificate find-identity delete-certificate delete-identity add-certificates import export error" -- "$cur"))
         return
     fi
     case "${COMP_WORDS[1]}" in
@@ -24,6 +24,13 @@ _security() {
         find-internet-password) flags="-a -c -C -d -D -j -l -p -P -r -s -t -g -w --json" ;;
         delete-generic-password) flags="-a -c -C -D -G -j -l -s" ;;
         delete-internet-password) flags="-a -c -C -d -D -j -l -p -P -r -s -t" ;;
+        find-certificate) flags="-a -c -e -m -p -Z" ;;
+        find-identity) flags="-p -s -v" ;;
+        delete-certificate) flags="-c -Z -t" ;;
+        delete-identity) flags="-c -Z -t" ;;
+        add-certificates) flags="-k" ;;
+        import) flags="-k -t -f -P -w -x -a -A -T" ;;
+        export) flags="-k -t -f -w -p -P -o" ;;
         error) flags="" ;;
     esac
     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
