@@ -103,6 +103,24 @@ extension SecurityCompatSuite {
             #expect(SecItemCopyMatching(query as CFDictionary, nil) == errSecItemNotFound)
         }
 
+        @Test("hostile .p12 bytes (every truncation point, 400 seeded byte flips): an error status, never a crash")
+        func hostileBytes() throws {
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let (p12, _) = try makeP12(name: "P12 Hostile", key: ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
+                                       extra: ["-legacy"])
+            for length in stride(from: 0, to: p12.count, by: 7) {
+                #expect(importP12(p12.prefix(length), passphrase: "s3cret").0 != errSecSuccess)
+            }
+            var generator = SplitMix(seed: 0x9e37)
+            for _ in 0..<400 {
+                var mutated = p12
+                let index = Int(generator.next() % UInt64(mutated.count))
+                mutated[index] ^= UInt8(truncatingIfNeeded: generator.next() | 1)
+                let status = importP12(mutated, passphrase: "s3cret").0
+                #expect([errSecSuccess, errSecAuthFailed, errSecDecode].contains(status))
+            }
+        }
+
         @Test("an empty passphrase opens a .p12 exported with an empty one")
         func emptyPassphrase() throws {
             defer { try? FileManager.default.removeItem(at: directory) }
@@ -153,5 +171,18 @@ extension SecurityCompatSuite {
             #expect(SecItemDelete([kSecClass as String: kSecClassIdentity, kSecAttrLabel as String: name] as CFDictionary)
                 == errSecSuccess)
         }
+    }
+}
+
+/// A small seeded generator, so that a failing mutation can be replayed.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

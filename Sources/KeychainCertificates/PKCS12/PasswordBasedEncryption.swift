@@ -10,7 +10,7 @@ import _CryptoExtras
 struct PasswordBasedEncryption {
     /// PBKDF2's iteration count and PKCS#12's are capped so that a hostile file cannot keep the daemon busy for
     /// minutes; real files use 1 to a few hundred thousand.
-    static let maximumIterations = 4_000_000
+    static let maximumIterations = 1_000_000
 
     /// The password in both forms: UTF-8 for PBES2 (as OpenSSL and Apple use it), BMP for the PKCS#12 KDF.
     struct Password {
