@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "KeychainWire", targets: ["KeychainWire"]),
         // For the fuzzers in Fuzz/: the `security` command's option grammar.
         .library(name: "SecurityCommandLine", targets: ["SecurityCommandLine"]),
+        // For the fuzzers in Fuzz/: the D-Bus message decoder.
+        .library(name: "KeychainDBus", targets: ["KeychainDBus"]),
         .library(name: "KeychainCertificates", targets: ["KeychainCertificates"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
@@ -77,6 +79,14 @@ let package = Package(
             name: "KeychainClient",
             dependencies: ["KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainKeys", "KeychainCertificates", "KeychainWire",
                            "CKeychainLinux"],
+            swiftSettings: strictSettings
+        ),
+        // The D-Bus wire protocol (marshalling, messages, a bus connection), for the Secret Service. Our own, in Swift:
+        // libdbus aborts the process on some malformed input and a parser reading every process's messages must be
+        // memory-safe and fuzzable.
+        .target(
+            name: "KeychainDBus",
+            dependencies: [],
             swiftSettings: strictSettings
         ),
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
@@ -205,6 +215,11 @@ let package = Package(
             name: "KeychainDaemonTests",
             dependencies: ["KeychainDaemon", "KeychainWire", "KeychainClient", "KeychainCore", "KeychainKeys",
                            "KeychainTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "KeychainDBusTests",
+            dependencies: ["KeychainDBus"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -37,6 +37,16 @@ let package = Package(
             path: "Sources/FuzzCertificate"
         ),
         .executableTarget(
+            name: "FuzzPKCS12",
+            dependencies: [.product(name: "KeychainCertificates", package: root)],
+            path: "Sources/FuzzPKCS12"
+        ),
+        .executableTarget(
+            name: "FuzzDBus",
+            dependencies: [.product(name: "KeychainDBus", package: root)],
+            path: "Sources/FuzzDBus"
+        ),
+        .executableTarget(
             name: "FuzzCommandLine",
             dependencies: [.product(name: "SecurityCommandLine", package: root)],
             path: "Sources/FuzzCommandLine"

@@ -61,13 +61,18 @@ public struct PKCS12Archive: Sendable {
     }
 
     static let maximumSize = 4 << 20
+    /// Key derivations are capped at this many iterations so that a hostile file cannot hold a daemon thread for
+    /// long; real files use 1 to a few hundred thousand.
+    public static let maximumIterations = 1_000_000
     static let maximumNesting = 4
 
     // MARK: - Reading
 
     /// Opens a .p12 with `password` (nil: none given, tried as the empty password). Wrong password: errSecAuthFailed;
     /// not a PKCS#12 file: errSecDecode; a scheme this reader lacks: errSecUnsupportedFormat.
-    public init(der data: Data, password: String?) throws(KeychainError) {
+    /// `iterationLimit` bounds every key derivation's iteration count (the fuzzer lowers it to stay fast).
+    public init(der data: Data, password: String?,
+                iterationLimit: Int = PKCS12Archive.maximumIterations) throws(KeychainError) {
         guard data.count <= Self.maximumSize, let root = try? BER.parse(Array(data)),
               root.identifier == .sequence, let pfx = Certificate.children(root), pfx.count == 2 || pfx.count == 3,
               ASN1Reading.integer(pfx[0]) == 3
@@ -81,14 +86,16 @@ public struct PKCS12Archive: Sendable {
         if pfx.count == 3 {
             let candidates = (password ?? "").isEmpty ? [bmp, []] : [bmp]
             var matching: [UInt8]?
-            for candidate in candidates where try Self.macMatches(pfx[2], content: authenticatedSafe, password: candidate) {
+            for candidate in candidates
+            where try Self.macMatches(pfx[2], content: authenticatedSafe, password: candidate, limit: iterationLimit) {
                 matching = candidate
                 break
             }
             guard let matching else { throw PasswordBasedEncryption.wrongPassword }
             bmp = matching
         }
-        let secret = PasswordBasedEncryption.Password(utf8: Array((password ?? "").utf8), bmp: bmp)
+        let secret = PasswordBasedEncryption.Password(utf8: Array((password ?? "").utf8), bmp: bmp,
+                                                      iterationLimit: iterationLimit)
         guard let safes = try? BER.parse(authenticatedSafe), safes.identifier == .sequence,
               let contentInfos = Certificate.children(safes)
         else { throw KeychainError(.decode, "malformed PKCS#12 contents") }
@@ -132,14 +139,16 @@ public struct PKCS12Archive: Sendable {
     }
 
     /// MacData ::= SEQUENCE { DigestInfo { algorithm, digest }, macSalt OCTET STRING, iterations INTEGER DEFAULT 1 }
-    private static func macMatches(_ node: ASN1Node, content: [UInt8], password: [UInt8]) throws(KeychainError) -> Bool {
+    private static func macMatches(_ node: ASN1Node, content: [UInt8], password: [UInt8], limit: Int)
+        throws(KeychainError) -> Bool
+    {
         guard let fields = Certificate.children(node), fields.count >= 2,
               let digestInfo = Certificate.children(fields[0]), digestInfo.count == 2,
               let algorithm = Certificate.children(digestInfo[0])?.first.flatMap(Certificate.oid),
               let expected = ASN1Reading.octets(digestInfo[1]), let salt = ASN1Reading.octets(fields[1])
         else { throw KeychainError(.decode, "malformed PKCS#12 MAC") }
         let iterations = fields.count > 2 ? ASN1Reading.integer(fields[2]) : 1
-        guard let iterations, (1...PasswordBasedEncryption.maximumIterations).contains(iterations) else {
+        guard let iterations, (1...limit).contains(iterations) else {
             throw KeychainError(.decode, "PKCS#12 MAC iteration count is out of range")
         }
         let hash: PKCS12KeyDerivation.Hash

@@ -8,14 +8,13 @@ import _CryptoExtras
 /// 3DES-CBC), what OpenSSL 3 writes by default and what export writes; and PKCS#12's own legacy PBEs (SHA-1 with 3DES
 /// or RC2), for reading.
 struct PasswordBasedEncryption {
-    /// PBKDF2's iteration count and PKCS#12's are capped so that a hostile file cannot keep the daemon busy for
-    /// minutes; real files use 1 to a few hundred thousand.
-    static let maximumIterations = 1_000_000
+    static var maximumIterations: Int { PKCS12Archive.maximumIterations }
 
     /// The password in both forms: UTF-8 for PBES2 (as OpenSSL and Apple use it), BMP for the PKCS#12 KDF.
     struct Password {
         let utf8: [UInt8]
         let bmp: [UInt8]
+        var iterationLimit = PasswordBasedEncryption.maximumIterations
     }
 
     /// Decrypts `ciphertext` as `algorithm` (an AlgorithmIdentifier node) says. A wrong password shows as bad padding:
@@ -29,12 +28,13 @@ struct PasswordBasedEncryption {
         let parameters = fields.dropFirst().first
         switch oid {
         case OID.pbes2:
-            return try decryptPBES2(ciphertext, parameters: parameters, password: password.utf8)
+            return try decryptPBES2(ciphertext, parameters: parameters, password: password.utf8,
+                                    iterationLimit: password.iterationLimit)
         case OID.pbeSHA1TripleDES3, OID.pbeSHA1TripleDES2, OID.pbeSHA1RC2_128, OID.pbeSHA1RC2_40:
             guard let parameters, let p = Certificate.children(parameters), p.count == 2,
                   let salt = ASN1Reading.octets(p[0]), let iterations = ASN1Reading.integer(p[1])
             else { throw KeychainError(.decode, "malformed PKCS#12 PBE parameters") }
-            try checkIterations(iterations)
+            try checkIterations(iterations, limit: password.iterationLimit)
             let keyLength = switch oid { case OID.pbeSHA1TripleDES3: 24; case OID.pbeSHA1RC2_40: 5; default: 16 }
             let key = PKCS12KeyDerivation.derive(.key, password: password.bmp, salt: salt, iterations: iterations,
                                                  count: keyLength, hash: .sha1)
@@ -52,8 +52,8 @@ struct PasswordBasedEncryption {
         }
     }
 
-    private static func decryptPBES2(_ ciphertext: [UInt8], parameters: ASN1Node?, password: [UInt8])
-        throws(KeychainError) -> [UInt8]
+    private static func decryptPBES2(_ ciphertext: [UInt8], parameters: ASN1Node?, password: [UInt8],
+                                     iterationLimit: Int) throws(KeychainError) -> [UInt8]
     {
         guard let parameters, let p = Certificate.children(parameters), p.count == 2,
               let kdf = Certificate.children(p[0]), kdf.first.flatMap(Certificate.oid) == OID.pbkdf2,
@@ -62,7 +62,7 @@ struct PasswordBasedEncryption {
               let scheme = Certificate.children(p[1]), let schemeOID = scheme.first.flatMap(Certificate.oid),
               let iv = scheme.dropFirst().first.flatMap(ASN1Reading.octets)
         else { throw KeychainError(.decode, "malformed PBES2 parameters") }
-        try checkIterations(iterations)
+        try checkIterations(iterations, limit: iterationLimit)
         // keyLength (optional INTEGER) and prf (optional AlgorithmIdentifier, default hmacWithSHA1).
         var hash = KDF.Insecure.PBKDF2.HashFunction.insecureSHA1
         for field in kdfParameters.dropFirst(2) where field.identifier == .sequence {
@@ -138,8 +138,8 @@ struct PasswordBasedEncryption {
 
     static var wrongPassword: KeychainError { KeychainError(.authFailed, "wrong passphrase") }
 
-    private static func checkIterations(_ iterations: Int) throws(KeychainError) {
-        guard (1...maximumIterations).contains(iterations) else {
+    private static func checkIterations(_ iterations: Int, limit: Int) throws(KeychainError) {
+        guard (1...limit).contains(iterations) else {
             throw KeychainError(.decode, "iteration count \(iterations) is out of range")
         }
     }

@@ -1,0 +1,311 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A connection to a message bus over a Unix socket: SASL EXTERNAL authentication, `Hello`, then messages.
+///
+/// Blocking and thread-based like the rest of keychaind. Before ``startReceiving(_:)`` a call reads replies inline
+/// (a client); after it, one thread reads every message, hands replies to the calls waiting for them and everything
+/// else to the handler (a service). Writes are serialized; nothing here ever holds a keychain lock.
+public final class DBusConnection: @unchecked Sendable {
+    // SAFETY: `fd` is immutable; mutable state is guarded by `condition`; reads happen on one thread at a time
+    // (the caller before startReceiving, the receiving thread after).
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// An error reply to a call, with its D-Bus name.
+    public struct ErrorReply: Error, Sendable, CustomStringConvertible {
+        public let name: String
+        public let message: String
+        public var description: String { "\(name): \(message)" }
+    }
+
+    private let fd: Int32
+    private let condition = NSCondition()
+    private var nextSerial: UInt32 = 1
+    private var replies: [UInt32: DBusMessage] = [:]
+    private var waiting: Set<UInt32> = []
+    private var queued: [DBusMessage] = []
+    private var receiving = false
+    private var closed = false
+    private var buffer: [UInt8] = []
+    public private(set) var uniqueName = ""
+
+    /// The session bus of `DBUS_SESSION_BUS_ADDRESS`.
+    public static func sessionBus(environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure)
+        -> DBusConnection
+    {
+        guard let address = environment["DBUS_SESSION_BUS_ADDRESS"] else {
+            throw Failure("no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
+        }
+        return try DBusConnection(address: address)
+    }
+
+    /// Connects to the first `unix:path=` or `unix:abstract=` of a bus address, authenticates and says Hello.
+    public init(address: String) throws(Failure) {
+        var target: (path: String, abstract: Bool)?
+        for entry in address.split(separator: ";") where entry.hasPrefix("unix:") {
+            for pair in entry.dropFirst(5).split(separator: ",") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2 else { continue }
+                let value = Self.unescape(String(parts[1]))
+                if parts[0] == "path" { target = (value, false) }
+                if parts[0] == "abstract" { target = (value, true) }
+            }
+            if target != nil { break }
+        }
+        guard let target else { throw Failure("no unix: address in \(address)") }
+        let socketFD = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard socketFD >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
+        fd = socketFD
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(target.path.utf8)
+        let offset = target.abstract ? 1 : 0
+        guard pathBytes.count + offset < MemoryLayout.size(ofValue: address.sun_path) else {
+            Glibc.close(socketFD)
+            throw Failure("bus address too long")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in pathBytes.enumerated() { raw[i + offset] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + offset + pathBytes.count + (target.abstract ? 0 : 1))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socketFD, $0, length) }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(socketFD)
+            throw Failure("cannot connect to the bus: \(reason)")
+        }
+        do {
+            try authenticate()
+            let hello = try call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                             interface: "org.freedesktop.DBus", member: "Hello"))
+            guard let name = hello.body.first?.stringValue else { throw Failure("Hello gave no name") }
+            uniqueName = name
+        } catch let error as Failure {
+            Glibc.close(socketFD)
+            throw error
+        } catch {
+            Glibc.close(socketFD)
+            throw Failure("\(error)")
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        condition.lock()
+        let wasOpen = !closed
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+        if wasOpen {
+            shutdown(fd, Int32(SHUT_RDWR))
+            Glibc.close(fd)
+        }
+    }
+
+    // MARK: - Authentication
+
+    /// SASL EXTERNAL with our uid (the bus checks it against the socket's credentials), then BEGIN.
+    private func authenticate() throws(Failure) {
+        let uid = String(getuid())
+        let hexUID = uid.utf8.map { String($0, radix: 16) }.joined()
+        try writeAll([0] + Array("AUTH EXTERNAL \(hexUID)\r\n".utf8))
+        let answer = try readLine()
+        guard answer.hasPrefix("OK ") else { throw Failure("the bus refused authentication: \(answer)") }
+        try writeAll(Array("BEGIN\r\n".utf8))
+    }
+
+    private func readLine() throws(Failure) -> String {
+        var line: [UInt8] = []
+        while !(line.count >= 2 && line.suffix(2) == [0x0D, 0x0A]) {
+            guard line.count < 4096 else { throw Failure("authentication line too long") }
+            var byte: UInt8 = 0
+            let n = Glibc.read(fd, &byte, 1)
+            if n < 0, errno == EINTR { continue }
+            guard n == 1 else { throw Failure("the bus closed the connection during authentication") }
+            line.append(byte)
+        }
+        return String(decoding: line.dropLast(2), as: UTF8.self)
+    }
+
+    // MARK: - Sending
+
+    /// Sends `message` with the next serial and returns that serial.
+    @discardableResult
+    public func send(_ message: DBusMessage) throws(Failure) -> UInt32 {
+        try send(message, awaitingReply: false)
+    }
+
+    /// Takes the serial, registers the wait for its reply (so that a fast reply is never taken for an unexpected
+    /// message) and writes, all under the lock: writes never interleave.
+    private func send(_ message: DBusMessage, awaitingReply: Bool) throws(Failure) -> UInt32 {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !closed else { throw Failure("the bus connection is closed") }
+        let serial = nextSerial
+        nextSerial = nextSerial == UInt32.max ? 1 : nextSerial + 1
+        let bytes: [UInt8]
+        do { bytes = try message.encoded(serial: serial) } catch { throw Failure("cannot encode the message: \(error)") }
+        if awaitingReply { waiting.insert(serial) }
+        do {
+            try writeAll(bytes)
+        } catch {
+            waiting.remove(serial)
+            throw error
+        }
+        return serial
+    }
+
+    private func writeAll(_ bytes: [UInt8]) throws(Failure) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw Failure("the bus connection is closed") }
+            offset += n
+        }
+    }
+
+    /// Calls a method and returns its reply; an error reply throws ``ErrorReply``.
+    public func call(_ message: DBusMessage, timeout: Double = 25) throws -> DBusMessage {
+        condition.lock()
+        let threaded = receiving
+        condition.unlock()
+        var message = message
+        message.flags.remove(.noReplyExpected)
+        let reply: DBusMessage
+        if threaded {
+            let sent = try send(message, awaitingReply: true)
+            condition.lock()
+            let deadline = Date(timeIntervalSinceNow: timeout)
+            while replies[sent] == nil, !closed {
+                if !condition.wait(until: deadline) { break }
+            }
+            waiting.remove(sent)
+            let found = replies.removeValue(forKey: sent)
+            let isClosed = closed
+            condition.unlock()
+            guard let found else { throw Failure(isClosed ? "the bus connection is closed" : "no reply within \(Int(timeout)) s") }
+            reply = found
+        } else {
+            let sent = try send(message)
+            while true {
+                let next = try readMessage()
+                if (next.kind == .methodReturn || next.kind == .error), next.replySerial == sent {
+                    reply = next
+                    break
+                }
+                condition.lock()
+                queued.append(next)
+                condition.unlock()
+            }
+        }
+        if reply.kind == .error {
+            throw ErrorReply(name: reply.errorName ?? "", message: reply.body.first?.stringValue ?? "")
+        }
+        return reply
+    }
+
+    // MARK: - Receiving
+
+    /// The next message that is not a reply to one of our calls (clients without a receiving thread).
+    public func receive() throws(Failure) -> DBusMessage {
+        condition.lock()
+        if !queued.isEmpty {
+            let first = queued.removeFirst()
+            condition.unlock()
+            return first
+        }
+        condition.unlock()
+        return try readMessage()
+    }
+
+    /// Starts the thread that reads every message from now on: replies go to the calls waiting for them, anything
+    /// else to `handler`, in order, on a queue of its own: a handler may itself call methods (the bus's
+    /// GetConnectionUnixProcessID), whose replies the reading thread still delivers. `onClose` runs when the
+    /// connection ends.
+    public func startReceiving(_ handler: @escaping @Sendable (DBusMessage) -> Void,
+                               onClose: @escaping @Sendable () -> Void = {}) {
+        condition.lock()
+        receiving = true
+        let backlog = queued
+        queued = []
+        condition.unlock()
+        let handlers = DispatchQueue(label: "dbus-handler")
+        let thread = Thread { [self] in
+            for message in backlog { handlers.async { handler(message) } }
+            while true {
+                let message: DBusMessage
+                do { message = try readMessage() } catch { break }
+                if message.kind == .methodReturn || message.kind == .error, let serial = message.replySerial {
+                    condition.lock()
+                    if waiting.contains(serial) {
+                        replies[serial] = message
+                        condition.broadcast()
+                        condition.unlock()
+                        continue
+                    }
+                    condition.unlock()
+                }
+                handlers.async { handler(message) }
+            }
+            close()
+            handlers.async { onClose() }
+        }
+        thread.name = "dbus-receive"
+        thread.start()
+    }
+
+    /// Reads one whole message. A message we cannot accept ends the connection (the stream cannot be resynchronized).
+    private func readMessage() throws(Failure) -> DBusMessage {
+        while true {
+            if buffer.count >= 16 {
+                guard let length = DBusMessage.frameLength(buffer[..<16]) else {
+                    throw Failure("malformed message from the bus")
+                }
+                if buffer.count >= length {
+                    let frame = Array(buffer[..<length])
+                    buffer.removeFirst(length)
+                    do {
+                        let message = try DBusMessage.decode(frame)
+                        guard message.unixFDs == 0 else { throw Failure("file descriptors are not accepted") }
+                        return message
+                    } catch let error as DBusReader.Malformed {
+                        throw Failure("malformed message from the bus: \(error.reason)")
+                    } catch {
+                        throw Failure("\(error)")
+                    }
+                }
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw Failure("the bus connection is closed") }
+            buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+
+    /// Bus addresses escape bytes as %XX.
+    static func unescape(_ value: String) -> String {
+        var out: [UInt8] = []
+        var bytes = Array(value.utf8)[...]
+        while let byte = bytes.popFirst() {
+            if byte == UInt8(ascii: "%"), bytes.count >= 2,
+               let decoded = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) {
+                out.append(decoded)
+                bytes = bytes.dropFirst(2)
+            } else {
+                out.append(byte)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
