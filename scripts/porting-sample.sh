@@ -31,9 +31,13 @@ cat > "$bin/porting-sample.entitlements" <<'PLIST'
 PLIST
 home="$(mktemp -d)"
 trap 'rm -rf "$home"' EXIT
+# A client identity to import, made by OpenSSL as a server's administrator would.
+openssl req -x509 -nodes -days 2 -subj "/CN=porting client" -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+    -keyout "$home/client.key" -out "$home/client.pem" 2>/dev/null
+openssl pkcs12 -export -inkey "$home/client.key" -in "$home/client.pem" -passout pass:sample -out "$home/client.p12"
 # In-process (KEYCHAIN_BACKEND=embedded): a keychaind found in PATH would otherwise outlive this temporary home.
 out="$(env HOME="$home" XDG_DATA_HOME="$home/data" XDG_STATE_HOME="$home/state" XDG_CONFIG_HOME="$home/config" \
-    KEYCHAIN_BACKEND=embedded "$bin/porting-sample" 2>&1)" && status=0 || status=$?
+    KEYCHAIN_BACKEND=embedded PORTING_SAMPLE_P12="$home/client.p12" "$bin/porting-sample" 2>&1)" && status=0 || status=$?
 echo "$out"
 passed=$(echo "$out" | grep -c '^ok ' || true)
 failed=$(echo "$out" | grep -c '^FAILED ' || true)
