@@ -92,12 +92,12 @@ let package = Package(
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
         .target(
             name: "KeychainDaemon",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "CKeychainLinux"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainDBus", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "keychaind",
-            dependencies: ["KeychainDaemon", "KeychainClient", "CKeychainLinux"],
+            dependencies: ["KeychainDaemon", "KeychainClient", "KeychainDBus", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // Asymmetric keys (EC P-256/384/521, RSA): generation, Apple's external representations, signatures,

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainDBus
 import KeychainStorage
 import KeychainWire
 import Synchronization
@@ -164,6 +165,21 @@ public final class KeychainDaemonServer: Sendable {
     private var files: Set<String> {
         active.withLock { $0.values.reduce(into: endedFiles.withLock { $0 }) { $0.formUnion($1.usedFiles) } }
     }
+
+    /// Serves the Secret Service on `connection` (the session bus) from this daemon's keychains: each caller the
+    /// bus names is identified like a socket peer and gets a service that sees every access group (as `security`
+    /// does: the Secret Service has no groups) with its own program for the items' trusted-application lists.
+    public func serveSecretService(on connection: DBusConnection, replace: Bool) throws(SecretServiceServer.StartError) {
+        let server = SecretServiceServer(connection: connection) { [self] peer in
+            guard let claimed = policy.caller(for: peer) else { return nil }
+            let caller = Caller(accessGroups: ["org.freedesktop.secrets", Caller.wildcardGroup], application: claimed.application)
+            return register(EmbeddedKeychainService(locations: locations, caller: caller, baseConfiguration: fileConfiguration))
+        }
+        try server.start(replace: replace)
+        secretService.withLock { $0 = server }
+    }
+
+    private let secretService = Mutex<SecretServiceServer?>(nil)
 
     private func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {
         active.withLock { $0[ObjectIdentifier(service)] = service }

@@ -37,6 +37,19 @@ public struct PeerIdentity: Sendable, Hashable {
         return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest)
     }
 
+    /// A process the message bus vouched for (GetConnectionUnixProcessID / UnixUser), read as `of(socket:)` reads a
+    /// socket's peer. The pid cannot be pinned as a socket's credentials are; the start time read twice narrows
+    /// the window in which a reused pid could be mistaken for the caller.
+    public static func of(pid: pid_t, uid: uid_t) -> PeerIdentity? {
+        guard pid > 0 else { return nil }
+        let first = executable(of: pid)
+        let start = startTime(of: pid)
+        let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
+        let second = executable(of: pid)
+        guard first == second, start != nil, start == startTime(of: pid) else { return nil }
+        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest)
+    }
+
     static func executable(of pid: pid_t) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)

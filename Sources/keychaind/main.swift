@@ -2,6 +2,7 @@ import CKeychainLinux
 import Foundation
 import KeychainClient
 import KeychainDaemon
+import KeychainDBus
 
 #if canImport(Glibc)
 import Glibc
@@ -22,10 +23,13 @@ _ = ckeychain_set_non_dumpable()
 
 let arguments = CommandLine.arguments.dropFirst()
 if arguments.contains("--help") || arguments.contains("-h") {
-    print("usage: keychaind [--foreground] [--notify-ready]\n  serves \(KeychainLocations.current().daemonSocket.path)")
+    print("usage: keychaind [--foreground] [--notify-ready] [--secret-service [--replace]]\n"
+        + "  serves \(KeychainLocations.current().daemonSocket.path)\n"
+        + "  --secret-service  also serves org.freedesktop.secrets on the session bus (docs/SECRET-SERVICE.md)")
     exit(0)
 }
-if let unknown = arguments.first(where: { $0 != "--foreground" && $0 != "--notify-ready" }) {
+let known: Set<String> = ["--foreground", "--notify-ready", "--secret-service", "--replace"]
+if let unknown = arguments.first(where: { !known.contains($0) }) {
     FileHandle.standardError.write(Data("keychaind: unknown option \(unknown)\n".utf8))
     exit(2)
 }
@@ -55,6 +59,18 @@ do {
     notifyStarter("failed: \(reason)")
     FileHandle.standardError.write(Data("keychaind: \(reason)\n".utf8))
     exit(1)
+}
+// The Secret Service, when asked for: on the session bus, beside the socket. A name owned by another program
+// (gnome-keyring-daemon) is an error unless --replace.
+if arguments.contains("--secret-service") {
+    do {
+        let bus = try DBusConnection.sessionBus()
+        try server.serveSecretService(on: bus, replace: arguments.contains("--replace"))
+    } catch {
+        notifyStarter("failed: Secret Service: \(error)")
+        FileHandle.standardError.write(Data("keychaind: Secret Service: \(error)\n".utf8))
+        exit(1)
+    }
 }
 notifyStarter("ready")
 

@@ -1,0 +1,69 @@
+import Foundation
+import KeychainCore
+
+/// How Secret Service items and Apple's items are one and the same: a Secret Service item is a generic password
+/// (`genp`). Its attribute set (`a{ss}`) is kept whole in `vwht` (kSecAttrSyncViewHint, part of Apple's primary
+/// key and meaningless off Apple's sync), so that items differing in any attribute stay distinct, as the Secret
+/// Service requires; its `service` and `account` attributes are also the item's kSecAttrService and
+/// kSecAttrAccount, so that `secret-tool lookup service S account A` finds what `security add-generic-password -s S
+/// -a A` stored and `security find-generic-password` finds what libsecret stored. Like every attribute, all of this
+/// is encrypted at rest. An Apple item without that encoding shows the attributes `service` and `account`.
+enum SecretItemMapping {
+    static let prefix = "org.freedesktop.secrets\u{1E}"
+    static let separator: Character = "\u{1F}"
+
+    /// The item's Secret Service attributes.
+    static func attributes(of item: Item) -> [String: String] {
+        if let hint = item.attributes["vwht"]?.stringValue, hint.hasPrefix(prefix) {
+            var out: [String: String] = [:]
+            let fields = hint.dropFirst(prefix.count).split(separator: separator, omittingEmptySubsequences: false)
+            var index = 0
+            while index + 1 < fields.count {
+                out[String(fields[index])] = String(fields[index + 1])
+                index += 2
+            }
+            return out
+        }
+        var out: [String: String] = [:]
+        if let service = item.attributes["svce"]?.stringValue, !service.isEmpty { out["service"] = service }
+        if let account = item.attributes["acct"]?.stringValue, !account.isEmpty { out["account"] = account }
+        return out
+    }
+
+    /// The canonical encoding of an attribute set (sorted by name). Names and values holding the two separator
+    /// characters are refused by the caller (they never occur in real schemas).
+    static func encode(_ attributes: [String: String]) -> String {
+        prefix + attributes.sorted { $0.key < $1.key }.flatMap { [$0.key, $0.value] }.joined(separator: String(separator))
+    }
+
+    static func isStorable(_ attributes: [String: String]) -> Bool {
+        attributes.allSatisfy { !$0.key.isEmpty && !($0.key + $0.value).contains(where: { $0 == separator || $0 == "\u{1E}" }) }
+    }
+
+    /// The attributes of a new item (or the changes to an existing one).
+    static func itemAttributes(label: String, attributes: [String: String]) -> [String: QueryValue] {
+        [
+            "class": "genp",
+            "labl": .string(label),
+            "svce": .string(attributes["service"] ?? ""),
+            "acct": .string(attributes["account"] ?? ""),
+            "vwht": .string(encode(attributes)),
+        ]
+    }
+
+    /// The search that narrows a Secret Service search before the full attribute match (service and account are
+    /// indexed), every item's attributes and reference returned.
+    static func query(for attributes: [String: String]) -> [String: QueryValue] {
+        var query: [String: QueryValue] = [
+            "class": "genp", "r_Attributes": true, "r_PersistentRef": true, "m_Limit": "m_LimitAll", "sync": "syna",
+        ]
+        if let service = attributes["service"] { query["svce"] = .string(service) }
+        if let account = attributes["account"] { query["acct"] = .string(account) }
+        return query
+    }
+
+    static func matches(_ item: Item, _ wanted: [String: String]) -> Bool {
+        let own = attributes(of: item)
+        return wanted.allSatisfy { own[$0.key] == $0.value }
+    }
+}

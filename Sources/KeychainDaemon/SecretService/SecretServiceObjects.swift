@@ -1,0 +1,330 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainDBus
+
+/// The Secret Service's objects (service, collections, items) for one caller, over that caller's keychain service.
+struct SecretServiceObjects {
+    typealias Failure = SecretServiceServer.Failure
+    let service: EmbeddedKeychainService
+    let server: SecretServiceServer
+    let caller: String
+
+    // MARK: - Paths
+
+    /// A keychain's collection name: its file name without `.keychain-db`, other characters than [A-Za-z0-9_] as `_`.
+    static func name(of keychain: KeychainReference) -> String {
+        var base = URL(fileURLWithPath: keychain.path).lastPathComponent
+        for suffix in [".keychain-db", ".keychain"] where base.hasSuffix(suffix) { base.removeLast(suffix.count) }
+        let cleaned = String(base.unicodeScalars.map { scalar -> Character in
+            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || scalar == "_") ? Character(scalar) : "_"
+        })
+        return cleaned.isEmpty ? "_" : cleaned
+    }
+
+    func collectionPath(_ keychain: KeychainReference) -> String { SecretServiceServer.collectionPrefix + Self.name(of: keychain) }
+
+    func itemPath(_ keychain: KeychainReference, _ uuid: UUID) -> String {
+        collectionPath(keychain) + "/i" + uuid.uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    }
+
+    /// The keychains served as collections: the search list's, and the default keychain.
+    func collections() -> [KeychainReference] {
+        var list = service.searchList()
+        let preferred = service.defaultKeychain()
+        if !list.contains(preferred) { list.insert(preferred, at: 0) }
+        return list.filter { (try? service.state(of: $0).exists) == true }
+    }
+
+    /// The keychain (and item) a path names; nil when it names none.
+    func resolve(_ path: String) throws -> (KeychainReference, UUID?)? {
+        let keychain: KeychainReference
+        let rest: Substring
+        if path.hasPrefix(SecretServiceServer.aliasPrefix) {
+            let parts = path.dropFirst(SecretServiceServer.aliasPrefix.count).split(separator: "/", maxSplits: 1)
+            guard parts.first == "default" else { return nil }
+            keychain = service.defaultKeychain()
+            guard (try? service.state(of: keychain).exists) == true else { return nil }
+            rest = parts.count > 1 ? parts[1] : ""
+        } else if path.hasPrefix(SecretServiceServer.collectionPrefix) {
+            let parts = path.dropFirst(SecretServiceServer.collectionPrefix.count).split(separator: "/", maxSplits: 1)
+            guard let name = parts.first, let found = collections().first(where: { Self.name(of: $0) == name }) else { return nil }
+            keychain = found
+            rest = parts.count > 1 ? parts[1] : ""
+        } else {
+            return nil
+        }
+        if rest.isEmpty { return (keychain, nil) }
+        guard rest.hasPrefix("i"), rest.count == 33, let uuid = Self.uuid(hex: rest.dropFirst()) else { return nil }
+        return (keychain, uuid)
+    }
+
+    static func uuid(hex: Substring) -> UUID? {
+        let h = Array(hex)
+        guard h.count == 32 else { return nil }
+        let text = String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-" + String(h[16..<20]) + "-" + String(h[20...])
+        return UUID(uuidString: text)
+    }
+
+    func isLocked(_ keychain: KeychainReference) -> Bool { (try? service.state(of: keychain).isLocked) ?? true }
+
+    // MARK: - Service
+
+    func serviceCall(_ member: String, _ arguments: [DBusValue]) throws -> [DBusValue] {
+        switch member {
+        case "OpenSession":
+            guard arguments.count == 2, let algorithm = arguments[0].stringValue else { throw Failure.invalidArgs("OpenSession(s, v)") }
+            guard algorithm == "plain" else {
+                throw Failure(name: "org.freedesktop.DBus.Error.NotSupported", message: "algorithm \(algorithm) is not supported")
+            }
+            return [.variant(.string("")), .objectPath(server.openSession(owner: caller))]
+        case "SearchItems":
+            guard let wanted = arguments.first?.stringDictionaryValue else { throw Failure.invalidArgs("SearchItems(a{ss})") }
+            var unlocked: [DBusValue] = [], locked: [DBusValue] = []
+            for keychain in collections() {
+                let paths = try search(wanted, in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }
+                if isLocked(keychain) { locked += paths } else { unlocked += paths }
+            }
+            return [.array(elementSignature: "o", unlocked), .array(elementSignature: "o", locked)]
+        case "GetSecrets":
+            guard arguments.count == 2, let paths = arguments[0].arrayElements, let session = arguments[1].stringValue else {
+                throw Failure.invalidArgs("GetSecrets(ao, o)")
+            }
+            try server.checkSession(session, owner: caller)
+            var entries: [DBusValue.DictionaryEntry] = []
+            for case .objectPath(let path) in paths {
+                // Locked, unknown and refused items are left out, as the specification says.
+                guard let (keychain, id) = try? resolve(path), let id, !isLocked(keychain),
+                      let secret = try? secretValue(keychain, id, session: session)
+                else { continue }
+                entries.append(.init(.objectPath(path), secret))
+            }
+            return [.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]
+        case "ReadAlias":
+            guard let alias = arguments.first?.stringValue else { throw Failure.invalidArgs("ReadAlias(s)") }
+            let keychain = service.defaultKeychain()
+            guard alias == "default", (try? service.state(of: keychain).exists) == true else { return [.objectPath("/")] }
+            return [.objectPath(collectionPath(keychain))]
+        case "SetAlias":
+            throw Failure(name: "org.freedesktop.DBus.Error.NotSupported", message: "aliases follow the default keychain (security default-keychain -s)")
+        case "Unlock":
+            // No prompt yet: what is unlocked already is reported so; a locked keychain stays locked.
+            guard let paths = arguments.first?.arrayElements else { throw Failure.invalidArgs("Unlock(ao)") }
+            let done = paths.filter { value in
+                guard let path = value.stringValue, let (keychain, _) = try? resolve(path) else { return false }
+                return !isLocked(keychain)
+            }
+            return [.array(elementSignature: "o", done), .objectPath("/")]
+        case "Lock":
+            guard let paths = arguments.first?.arrayElements else { throw Failure.invalidArgs("Lock(ao)") }
+            var done: [DBusValue] = []
+            for value in paths {
+                guard let path = value.stringValue, let (keychain, id) = try? resolve(path), id == nil else { continue }
+                try service.lock(keychain)
+                done.append(value)
+            }
+            return [.array(elementSignature: "o", done), .objectPath("/")]
+        case "CreateCollection":
+            // The first store creates the default keychain (without a password, as the first SecItem call does);
+            // other collections are keychains made with `security create-keychain`.
+            let keychain = service.defaultKeychain()
+            try service.createKeychainIfMissing(keychain, password: nil, settings: .never)
+            return [.objectPath(collectionPath(keychain)), .objectPath("/")]
+        default:
+            throw server.unknownMethod(member)
+        }
+    }
+
+    // MARK: - Collections
+
+    func collectionCall(_ member: String, keychain: KeychainReference, path: String, _ arguments: [DBusValue]) throws
+        -> [DBusValue]
+    {
+        switch member {
+        case "SearchItems":
+            guard let wanted = arguments.first?.stringDictionaryValue else { throw Failure.invalidArgs("SearchItems(a{ss})") }
+            guard !isLocked(keychain) else { return [.array(elementSignature: "o", [])] }
+            return [.array(elementSignature: "o", try search(wanted, in: keychain).map { .objectPath(itemPath(keychain, $0.uuid)) })]
+        case "CreateItem":
+            guard arguments.count == 3, let properties = arguments[0].dictionaryEntries, case .boolean(let replace) = arguments[2]
+            else { throw Failure.invalidArgs("CreateItem(a{sv}, (oayays), b)") }
+            guard !isLocked(keychain) else { throw Failure.isLocked }
+            let (secret, _) = try secretArgument(arguments[1])
+            var label = ""
+            var attributes: [String: String] = [:]
+            for entry in properties {
+                switch entry.key.stringValue {
+                case "org.freedesktop.Secret.Item.Label": label = entry.value.stringValue ?? ""
+                case "org.freedesktop.Secret.Item.Attributes":
+                    guard let pairs = entry.value.stringDictionaryValue else { throw Failure.invalidArgs("Attributes must be a{ss}") }
+                    attributes = pairs
+                default: continue
+                }
+            }
+            guard SecretItemMapping.isStorable(attributes) else { throw Failure.invalidArgs("attribute names and values may not hold U+001E or U+001F") }
+            var item = SecretItemMapping.itemAttributes(label: label, attributes: attributes)
+            // Replace: the item with exactly this attribute set is updated in place and keeps its path. Without
+            // it, an item of the same set is still that item (the keychain keeps one item per attribute set).
+            let existing = try search(attributes, in: keychain).first { SecretItemMapping.attributes(of: $0) == attributes }
+            if let existing {
+                _ = replace
+                try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
+                                   with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain)
+                return [.objectPath(itemPath(keychain, existing.uuid)), .objectPath("/")]
+            }
+            item["v_Data"] = .secret(secret)
+            item["r_Attributes"] = true
+            let stored = try service.add(item, to: keychain)
+            return [.objectPath(itemPath(keychain, stored.item.uuid)), .objectPath("/")]
+        case "Delete":
+            throw Failure(name: "org.freedesktop.DBus.Error.NotSupported",
+                          message: "collections are keychains: delete one with `security delete-keychain`")
+        default:
+            throw server.unknownMethod(member)
+        }
+    }
+
+    // MARK: - Items
+
+    func itemCall(_ member: String, keychain: KeychainReference, item id: UUID, _ arguments: [DBusValue]) throws -> [DBusValue] {
+        switch member {
+        case "GetSecret":
+            guard let session = arguments.first?.stringValue else { throw Failure.invalidArgs("GetSecret(o)") }
+            try server.checkSession(session, owner: caller)
+            guard !isLocked(keychain) else { throw Failure.isLocked }
+            return [try secretValue(keychain, id, session: session)]
+        case "SetSecret":
+            guard let argument = arguments.first else { throw Failure.invalidArgs("SetSecret((oayays))") }
+            guard !isLocked(keychain) else { throw Failure.isLocked }
+            let (secret, _) = try secretArgument(argument)
+            _ = try found(keychain, id)
+            try service.update(["v_PersistentRef": .data(reference(id))], with: ["v_Data": .secret(secret)], in: keychain)
+            return []
+        case "Delete":
+            guard !isLocked(keychain) else { throw Failure.isLocked }
+            _ = try found(keychain, id)
+            try service.delete(["v_PersistentRef": .data(reference(id))], in: keychain)
+            return [.objectPath("/")]
+        default:
+            throw server.unknownMethod(member)
+        }
+    }
+
+    func reference(_ id: UUID) -> Data { PersistentReference(itemClass: .genericPassword, uuid: id).data }
+
+    func found(_ keychain: KeychainReference, _ id: UUID, secret: Bool = false) throws -> FoundItem {
+        var query: [String: QueryValue] = ["v_PersistentRef": .data(reference(id)), "r_Attributes": true]
+        if secret { query["r_Data"] = true }
+        let items: [FoundItem]
+        do throws(KeychainError) {
+            items = try service.search(query, in: keychain)
+        } catch {
+            if error.status == .itemNotFound { throw Failure.noSuchObject }
+            throw error
+        }
+        guard let item = items.first else { throw Failure.noSuchObject }
+        return item
+    }
+
+    /// The Secret structure (session, parameters, value, content type) of a plain session.
+    func secretValue(_ keychain: KeychainReference, _ id: UUID, session: String) throws -> DBusValue {
+        let item = try found(keychain, id, secret: true)
+        let bytes = item.secret?.withUnsafeBytes { [UInt8]($0) } ?? []
+        return .structure([.objectPath(session), .bytes([]), .bytes(bytes), .string("text/plain")])
+    }
+
+    /// A Secret argument: its session must be the caller's; a plain session's value is the secret itself.
+    func secretArgument(_ value: DBusValue) throws -> (SecretBytes, String) {
+        guard case .structure(let fields) = value, fields.count == 4, let session = fields[0].stringValue,
+              let bytes = fields[2].byteArray
+        else { throw Failure.invalidArgs("a secret is (oayays)") }
+        try server.checkSession(session, owner: caller)
+        var copy = bytes
+        return (SecretBytes(consuming: &copy), fields[3].stringValue ?? "text/plain")
+    }
+
+    /// The generic passwords of `keychain` whose Secret Service attributes include all of `wanted`.
+    func search(_ wanted: [String: String], in keychain: KeychainReference) throws -> [Item] {
+        let found: [FoundItem]
+        do throws(KeychainError) {
+            found = try service.search(SecretItemMapping.query(for: wanted), in: keychain)
+        } catch {
+            // Not found; or locked, where nothing can be matched.
+            if error.status == .itemNotFound || error.status == .interactionNotAllowed { return [] }
+            throw error
+        }
+        return found.map(\.item).filter { SecretItemMapping.matches($0, wanted) }
+    }
+
+    // MARK: - Properties
+
+    func properties(_ member: String, path: String, arguments: [DBusValue]) throws -> [DBusValue] {
+        guard let interface = arguments.first?.stringValue else { throw Failure.invalidArgs("an interface name") }
+        let all = try propertyValues(path: path, interface: interface)
+        switch member {
+        case "GetAll":
+            return [.dictionary(keySignature: "s", valueSignature: "v",
+                                all.sorted { $0.key < $1.key }.map { .init(.string($0.key), .variant($0.value)) })]
+        case "Get":
+            guard arguments.count == 2, let name = arguments[1].stringValue else { throw Failure.invalidArgs("Get(s, s)") }
+            guard let value = all[name] else {
+                throw Failure(name: "org.freedesktop.DBus.Error.UnknownProperty", message: "no property \(name)")
+            }
+            return [.variant(value)]
+        case "Set":
+            guard arguments.count == 3, let name = arguments[1].stringValue, case .variant(let value) = arguments[2] else {
+                throw Failure.invalidArgs("Set(s, s, v)")
+            }
+            guard let (keychain, id) = try resolve(path), let id else {
+                throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set here")
+            }
+            guard !isLocked(keychain) else { throw Failure.isLocked }
+            _ = try found(keychain, id)
+            switch name {
+            case "Label":
+                guard let label = value.stringValue else { throw Failure.invalidArgs("Label is a string") }
+                try service.update(["v_PersistentRef": .data(reference(id))], with: ["labl": .string(label)], in: keychain)
+            case "Attributes":
+                guard let attributes = value.stringDictionaryValue, SecretItemMapping.isStorable(attributes) else {
+                    throw Failure.invalidArgs("Attributes is a{ss}")
+                }
+                var changes = SecretItemMapping.itemAttributes(label: "", attributes: attributes)
+                changes.removeValue(forKey: "class")
+                changes.removeValue(forKey: "labl")
+                try service.update(["v_PersistentRef": .data(reference(id))], with: changes, in: keychain)
+            default:
+                throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) is read-only")
+            }
+            return []
+        default:
+            throw server.unknownMethod(member)
+        }
+    }
+
+    private func propertyValues(path: String, interface: String) throws -> [String: DBusValue] {
+        if path == SecretServiceServer.servicePath {
+            guard interface == SecretServiceServer.serviceInterface else { return [:] }
+            return ["Collections": .array(elementSignature: "o", collections().map { .objectPath(collectionPath($0)) })]
+        }
+        guard let (keychain, id) = try resolve(path) else { throw Failure.unknownObject(path) }
+        let locked = isLocked(keychain)
+        guard let id else {
+            guard interface == SecretServiceServer.collectionInterface else { return [:] }
+            let items = locked ? [] : try search([:], in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }
+            return ["Items": .array(elementSignature: "o", items), "Label": .string(Self.name(of: keychain)),
+                    "Locked": .boolean(locked), "Created": .uint64(0), "Modified": .uint64(0)]
+        }
+        guard interface == SecretServiceServer.itemInterface else { return [:] }
+        guard !locked else { return ["Locked": .boolean(true)] }
+        let item = try found(keychain, id).item
+        func seconds(_ code: String) -> UInt64 {
+            UInt64(max(0, item.attributes[code]?.dateValue?.timeIntervalSince1970 ?? 0))
+        }
+        let attributes = SecretItemMapping.attributes(of: item)
+        return [
+            "Locked": .boolean(false), "Attributes": .stringDictionary(attributes),
+            "Label": .string(item.attributes["labl"]?.stringValue ?? ""), "Created": .uint64(seconds("cdat")),
+            "Modified": .uint64(seconds("mdat")), "Type": .string(attributes["xdg:schema"] ?? ""),
+        ]
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainDBus
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The freedesktop Secret Service (`org.freedesktop.secrets`, API 0.2) served from keychaind's keychains, so that
+/// secret-tool, libsecret and every program speaking it store into the same keychain as `security` and SecItem.
+///
+/// Collections are keychains (the `default` alias is the default keychain); items are generic passwords
+/// (SecretItemMapping). Each caller is identified from the bus (GetConnectionUnixProcessID, then /proc/PID/exe as for
+/// keychaind's own socket) and served by a keychain service of its own: it sees every item's attributes, and reads a
+/// secret only where the item's trusted applications let it (the program that stored it). Sessions: `plain`.
+public final class SecretServiceServer: Sendable {
+    public typealias ServiceForPeer = @Sendable (PeerIdentity) -> EmbeddedKeychainService?
+
+    static let busName = "org.freedesktop.secrets"
+    static let servicePath = "/org/freedesktop/secrets"
+    static let collectionPrefix = "/org/freedesktop/secrets/collection/"
+    static let aliasPrefix = "/org/freedesktop/secrets/aliases/"
+    static let sessionPrefix = "/org/freedesktop/secrets/session/"
+    static let serviceInterface = "org.freedesktop.Secret.Service"
+    static let collectionInterface = "org.freedesktop.Secret.Collection"
+    static let itemInterface = "org.freedesktop.Secret.Item"
+    static let sessionInterface = "org.freedesktop.Secret.Session"
+    static let propertiesInterface = "org.freedesktop.DBus.Properties"
+
+    let connection: DBusConnection
+    private let serviceForPeer: ServiceForPeer
+    private struct State {
+        var sessions: [String: String] = [:]  // session path → owner's unique name
+        var nextSession = 1
+        var services: [String: EmbeddedKeychainService] = [:]  // unique name → its service
+    }
+    private let state = Mutex(State())
+
+    public struct StartError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    public init(connection: DBusConnection, serviceForPeer: @escaping ServiceForPeer) {
+        self.connection = connection
+        self.serviceForPeer = serviceForPeer
+    }
+
+    /// Takes the name `org.freedesktop.secrets` (with `replace`, from its current owner if that one allows it) and
+    /// serves it. Another owner: an error naming the problem, as gnome-keyring-daemon would be left running.
+    public func start(replace: Bool, onClose: @escaping @Sendable () -> Void = {}) throws(StartError) {
+        let flags: UInt32 = 0x4 | (replace ? 0x2 : 0)  // DO_NOT_QUEUE, REPLACE_EXISTING
+        do {
+            let reply = try connection.call(.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "RequestName", body: [.string(Self.busName), .uint32(flags)]))
+            guard reply.body.first == .uint32(1) else {
+                throw StartError(description: "another program owns \(Self.busName) on the session bus"
+                    + (replace ? " and does not let it go" : " (stop it, or start with --replace)"))
+            }
+        } catch let error as StartError {
+            throw error
+        } catch {
+            throw StartError(description: "cannot take \(Self.busName): \(error)")
+        }
+        connection.startReceiving({ [self] message in
+            guard message.kind == .methodCall else {
+                if message.kind == .signal, message.member == "NameOwnerChanged" { forget(message) }
+                return
+            }
+            let reply = handle(message)
+            if !message.flags.contains(.noReplyExpected) { _ = try? connection.send(reply) }
+        }, onClose: onClose)
+        _ = try? connection.send(.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "AddMatch", body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged'")]))
+    }
+
+    /// A client that left: its sessions close and its service goes.
+    private func forget(_ signal: DBusMessage) {
+        guard signal.body.count == 3, let name = signal.body[0].stringValue, signal.body[2].stringValue == "" else { return }
+        state.withLock { state in
+            state.services.removeValue(forKey: name)
+            state.sessions = state.sessions.filter { $0.value != name }
+        }
+    }
+
+    // MARK: - Dispatch
+
+    struct Failure: Error {
+        let name: String
+        let message: String
+        static func unknownObject(_ path: String) -> Failure {
+            Failure(name: "org.freedesktop.DBus.Error.UnknownObject", message: "no object at \(path)")
+        }
+        static func invalidArgs(_ text: String) -> Failure { Failure(name: "org.freedesktop.DBus.Error.InvalidArgs", message: text) }
+        static let noSession = Failure(name: "org.freedesktop.Secret.Error.NoSession", message: "the session does not exist or is not yours")
+        static let isLocked = Failure(name: "org.freedesktop.Secret.Error.IsLocked", message: "the collection is locked")
+        static let noSuchObject = Failure(name: "org.freedesktop.Secret.Error.NoSuchObject", message: "no such item")
+    }
+
+    func handle(_ message: DBusMessage) -> DBusMessage {
+        do {
+            let body = try route(message)
+            return message.methodReturn(body)
+        } catch let failure as Failure {
+            return message.errorReply(failure.name, failure.message)
+        } catch let error as KeychainError {
+            return message.errorReply(error.status == .itemNotFound ? Failure.noSuchObject.name : "org.freedesktop.DBus.Error.Failed",
+                                      error.status.message)
+        } catch {
+            return message.errorReply("org.freedesktop.DBus.Error.Failed", "\(error)")
+        }
+    }
+
+    private func route(_ message: DBusMessage) throws -> [DBusValue] {
+        guard let path = message.path, let member = message.member, let sender = message.sender else {
+            throw Failure.invalidArgs("incomplete call")
+        }
+        if message.interface == "org.freedesktop.DBus.Introspectable", member == "Introspect" {
+            return [.string(Self.introspection(for: path))]
+        }
+        if message.interface == "org.freedesktop.DBus.Peer" {
+            if member == "Ping" { return [] }
+            if member == "GetMachineId" {
+                let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+                return [.string(id)]
+            }
+        }
+        let service = try service(for: sender)
+        let objects = SecretServiceObjects(service: service, server: self, caller: sender)
+        if message.interface == Self.propertiesInterface {
+            return try objects.properties(member, path: path, arguments: message.body)
+        }
+        if path == Self.servicePath { return try objects.serviceCall(member, message.body) }
+        if path.hasPrefix(Self.sessionPrefix) {
+            guard member == "Close" else { throw unknownMethod(member) }
+            closeSession(path, owner: sender)
+            return []
+        }
+        if let (keychain, itemID) = try objects.resolve(path) {
+            if let itemID { return try objects.itemCall(member, keychain: keychain, item: itemID, message.body) }
+            return try objects.collectionCall(member, keychain: keychain, path: path, message.body)
+        }
+        throw Failure.unknownObject(path)
+    }
+
+    func unknownMethod(_ member: String) -> Failure {
+        Failure(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "no method \(member) here")
+    }
+
+    /// The caller's keychain service, made once per bus connection from the program the bus says it is.
+    private func service(for sender: String) throws -> EmbeddedKeychainService {
+        if let known = state.withLock({ $0.services[sender] }) { return known }
+        let bus = "org.freedesktop.DBus"
+        let pidReply = try connection.call(.methodCall(destination: bus, path: "/org/freedesktop/DBus", interface: bus,
+                                                       member: "GetConnectionUnixProcessID", body: [.string(sender)]))
+        let uidReply = try connection.call(.methodCall(destination: bus, path: "/org/freedesktop/DBus", interface: bus,
+                                                       member: "GetConnectionUnixUser", body: [.string(sender)]))
+        guard let pid = pidReply.body.first?.uint32Value, let uid = uidReply.body.first?.uint32Value,
+              uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid),
+              let made = serviceForPeer(peer)
+        else { throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program") }
+        state.withLock { state in
+            if state.services.count > 256 { state.services.removeAll() }
+            state.services[sender] = made
+        }
+        return made
+    }
+
+    // MARK: - Sessions
+
+    func openSession(owner: String) -> String {
+        state.withLock { state in
+            let path = Self.sessionPrefix + "s\(state.nextSession)"
+            state.nextSession += 1
+            state.sessions[path] = owner
+            return path
+        }
+    }
+
+    func checkSession(_ path: String, owner: String) throws {
+        guard state.withLock({ $0.sessions[path] }) == owner else { throw Failure.noSession }
+    }
+
+    private func closeSession(_ path: String, owner: String) {
+        state.withLock { state in
+            if state.sessions[path] == owner { state.sessions.removeValue(forKey: path) }
+        }
+    }
+
+    static func introspection(for path: String) -> String {
+        let interfaces: [String]
+        if path == servicePath {
+            interfaces = [serviceInterface]
+        } else if path.hasPrefix(sessionPrefix) {
+            interfaces = [sessionInterface]
+        } else if path.hasPrefix(collectionPrefix) || path.hasPrefix(aliasPrefix) {
+            interfaces = path.dropFirst(collectionPrefix.count).contains("/") ? [itemInterface] : [collectionInterface]
+        } else {
+            interfaces = []
+        }
+        return "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\" "
+            + "\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<node>\n"
+            + (interfaces + [propertiesInterface]).map { "  <interface name=\"\($0)\"/>\n" }.joined() + "</node>\n"
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import KeychainClient
+import Testing
+
+/// keychaind's Secret Service against the real libsecret client (secret-tool) on a private session bus.
+@Suite("Secret Service, end to end", .serialized,
+       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
+           && FileManager.default.isExecutableFile(atPath: "/usr/bin/secret-tool")))
+struct SecretServiceTests {
+    /// A private session bus and a home whose keychaind serves org.freedesktop.secrets on it.
+    final class Desktop {
+        let home = try! DaemonTests.DaemonHome()
+        let bus = Process()
+        var daemon: Process?
+        let address: String
+
+        init() throws {
+            bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+            bus.arguments = ["--session", "--nofork", "--print-address=1", "--nopidfile"]
+            let output = Pipe()
+            bus.standardOutput = output
+            bus.standardError = FileHandle.nullDevice
+            try bus.run()
+            var line = Data()
+            while !line.contains(0x0A) {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
+            }
+            address = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        var environment: [String: String] {
+            var environment = home.environment
+            environment["DBUS_SESSION_BUS_ADDRESS"] = address
+            return environment
+        }
+
+        /// Starts keychaind with --secret-service and returns its first line ("ready" or "failed: …").
+        @discardableResult
+        func startDaemon(_ extra: [String] = [], runtime: String? = nil) throws -> String {
+            let process = Process()
+            process.executableURL = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychaind")
+            process.arguments = ["--notify-ready", "--secret-service"] + extra
+            var environment = self.environment
+            if let runtime { environment["XDG_RUNTIME_DIR"] = runtime }
+            process.environment = environment
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let line = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if daemon == nil { daemon = process }
+            return line.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        func run(_ program: String, _ arguments: String..., stdin: String = "") throws -> Tool.Result {
+            let path = program.hasPrefix("/") ? program : Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: environment, input: Data(stdin.utf8))
+            let status: Int32 = switch output.termination {
+            case .exited(let code): code
+            case .signalled(let signal): 128 + signal
+            }
+            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+
+        deinit {
+            home.cleanUp()
+            if let daemon { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+            kill(bus.processIdentifier, SIGKILL)
+            bus.waitUntilExit()
+        }
+    }
+
+    @Test("secret-tool store, lookup, search and clear; what security stores is found by secret-tool and the other way")
+    func secretTool() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let stored = try desktop.run("/usr/bin/secret-tool", "store", "--label=Mail password", "service", "mail",
+                                     "account", "me@example.org", "xdg:schema", "org.example.Mail", stdin: "s3cret!")
+        #expect(stored.status == 0, "\(stored.stderr)")
+        let found = try desktop.run("/usr/bin/secret-tool", "lookup", "service", "mail", "account", "me@example.org")
+        #expect(found.status == 0)
+        #expect(found.stdout == "s3cret!")
+        let listed = try desktop.run("/usr/bin/secret-tool", "search", "--all", "service", "mail")
+        #expect(listed.stdout.contains("label = Mail password"))
+        #expect(listed.stdout.contains("schema = org.example.Mail"))
+        #expect(listed.stdout.contains("secret = s3cret!"))
+
+        // Replace: storing the same attribute set again updates that item; a different set is another item.
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Mail password", "service", "mail",
+                                "account", "me@example.org", "xdg:schema", "org.example.Mail", stdin: "newer").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Other", "service", "mail",
+                                "account", "me@example.org", "server", "imap", stdin: "imap-pw").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "mail", "xdg:schema", "org.example.Mail").stdout == "newer")
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "server", "imap").stdout == "imap-pw")
+
+        // One keychain: security sees libsecret's item; secret-tool finds what security stored (readable by any program).
+        let viaSecurity = try desktop.run("security", "find-generic-password", "-s", "mail", "-a", "me@example.org", "-l", "Mail password")
+        #expect(viaSecurity.status == 0, "\(viaSecurity.stderr)")
+        #expect(try desktop.run("security", "add-generic-password", "-s", "shell", "-a", "me", "-w", "from-security", "-A").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "shell", "account", "me").stdout == "from-security")
+
+        #expect(try desktop.run("/usr/bin/secret-tool", "clear", "service", "mail", "server", "imap").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "server", "imap").status != 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "mail", "xdg:schema", "org.example.Mail").stdout == "newer")
+    }
+
+    @Test("a second keychaind cannot take org.freedesktop.secrets while it is owned, and says why")
+    func nameOwned() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let otherRuntime = desktop.home.tool.home.appendingPathComponent("run2")
+        try FileManager.default.createDirectory(at: otherRuntime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let second = try desktop.startDaemon(runtime: otherRuntime.path)
+        #expect(second.hasPrefix("failed: Secret Service: another program owns org.freedesktop.secrets"))
+    }
+}
