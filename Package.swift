@@ -92,7 +92,9 @@ let package = Package(
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
         .target(
             name: "KeychainDaemon",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainDBus", "CKeychainLinux"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainDBus", "CKeychainLinux",
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "_CryptoExtras", package: "swift-crypto")],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -74,10 +74,17 @@ struct SecretServiceObjects {
         switch member {
         case "OpenSession":
             guard arguments.count == 2, let algorithm = arguments[0].stringValue else { throw Failure.invalidArgs("OpenSession(s, v)") }
-            guard algorithm == "plain" else {
+            switch algorithm {
+            case "plain":
+                return [.variant(.string("")), .objectPath(server.openSession(owner: caller, cipher: nil))]
+            case "dh-ietf1024-sha256-aes128-cbc-pkcs7":
+                guard case .variant(let input) = arguments[1], let clientKey = input.byteArray,
+                      let (publicKey, cipher) = SecretSessionCipher.negotiate(clientPublicKey: clientKey)
+                else { throw Failure.invalidArgs("the client's public key is not a valid group element") }
+                return [.variant(.bytes(publicKey)), .objectPath(server.openSession(owner: caller, cipher: cipher))]
+            default:
                 throw Failure(name: "org.freedesktop.DBus.Error.NotSupported", message: "algorithm \(algorithm) is not supported")
             }
-            return [.variant(.string("")), .objectPath(server.openSession(owner: caller))]
         case "SearchItems":
             guard let wanted = arguments.first?.stringDictionaryValue else { throw Failure.invalidArgs("SearchItems(a{ss})") }
             var unlocked: [DBusValue] = [], locked: [DBusValue] = []
@@ -90,7 +97,7 @@ struct SecretServiceObjects {
             guard arguments.count == 2, let paths = arguments[0].arrayElements, let session = arguments[1].stringValue else {
                 throw Failure.invalidArgs("GetSecrets(ao, o)")
             }
-            try server.checkSession(session, owner: caller)
+            _ = try server.session(session, owner: caller)
             var entries: [DBusValue.DictionaryEntry] = []
             for case .objectPath(let path) in paths {
                 // Locked, unknown and refused items are left out, as the specification says.
@@ -190,7 +197,7 @@ struct SecretServiceObjects {
         switch member {
         case "GetSecret":
             guard let session = arguments.first?.stringValue else { throw Failure.invalidArgs("GetSecret(o)") }
-            try server.checkSession(session, owner: caller)
+            _ = try server.session(session, owner: caller)
             guard !isLocked(keychain) else { throw Failure.isLocked }
             return [try secretValue(keychain, id, session: session)]
         case "SetSecret":
@@ -226,21 +233,36 @@ struct SecretServiceObjects {
         return item
     }
 
-    /// The Secret structure (session, parameters, value, content type) of a plain session.
-    func secretValue(_ keychain: KeychainReference, _ id: UUID, session: String) throws -> DBusValue {
+    /// The Secret structure (session, parameters, value, content type): the value itself in a plain session,
+    /// encrypted under the session's key with the IV as parameters in an encrypted one.
+    func secretValue(_ keychain: KeychainReference, _ id: UUID, session path: String) throws -> DBusValue {
+        let session = try server.session(path, owner: caller)
         let item = try found(keychain, id, secret: true)
-        let bytes = item.secret?.withUnsafeBytes { [UInt8]($0) } ?? []
-        return .structure([.objectPath(session), .bytes([]), .bytes(bytes), .string("text/plain")])
+        var bytes = item.secret?.withUnsafeBytes { [UInt8]($0) } ?? []
+        defer { for i in bytes.indices { bytes[i] = 0 } }
+        guard let cipher = session.cipher else {
+            return .structure([.objectPath(path), .bytes([]), .bytes(bytes), .string("text/plain")])
+        }
+        guard let (iv, ciphertext) = cipher.encrypt(bytes) else { throw Failure.invalidArgs("encryption failed") }
+        return .structure([.objectPath(path), .bytes(iv), .bytes(ciphertext), .string("text/plain")])
     }
 
-    /// A Secret argument: its session must be the caller's; a plain session's value is the secret itself.
+    /// A Secret argument: its session must be the caller's; its value decrypted when the session is encrypted.
     func secretArgument(_ value: DBusValue) throws -> (SecretBytes, String) {
-        guard case .structure(let fields) = value, fields.count == 4, let session = fields[0].stringValue,
-              let bytes = fields[2].byteArray
+        guard case .structure(let fields) = value, fields.count == 4, let path = fields[0].stringValue,
+              let parameters = fields[1].byteArray, let bytes = fields[2].byteArray
         else { throw Failure.invalidArgs("a secret is (oayays)") }
-        try server.checkSession(session, owner: caller)
-        var copy = bytes
-        return (SecretBytes(consuming: &copy), fields[3].stringValue ?? "text/plain")
+        let session = try server.session(path, owner: caller)
+        var plain: [UInt8]
+        if let cipher = session.cipher {
+            guard let opened = cipher.decrypt(bytes, iv: parameters) else {
+                throw Failure.invalidArgs("the secret does not decrypt with the session's key")
+            }
+            plain = opened
+        } else {
+            plain = bytes
+        }
+        return (SecretBytes(consuming: &plain), fields[3].stringValue ?? "text/plain")
     }
 
     /// The generic passwords of `keychain` whose Secret Service attributes include all of `wanted`.

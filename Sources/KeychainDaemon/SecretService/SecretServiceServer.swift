@@ -32,11 +32,17 @@ public final class SecretServiceServer: Sendable {
     let connection: DBusConnection
     private let serviceForPeer: ServiceForPeer
     private struct State {
-        var sessions: [String: String] = [:]  // session path → owner's unique name
+        var sessions: [String: Session] = [:]
         var nextSession = 1
         var services: [String: EmbeddedKeychainService] = [:]  // unique name → its service
     }
     private let state = Mutex(State())
+
+    /// An open session: who opened it, and its cipher (nil for `plain`).
+    struct Session {
+        let owner: String
+        let cipher: SecretSessionCipher?
+    }
 
     public struct StartError: Error, CustomStringConvertible {
         public let description: String
@@ -82,7 +88,7 @@ public final class SecretServiceServer: Sendable {
         guard signal.body.count == 3, let name = signal.body[0].stringValue, signal.body[2].stringValue == "" else { return }
         state.withLock { state in
             state.services.removeValue(forKey: name)
-            state.sessions = state.sessions.filter { $0.value != name }
+            state.sessions = state.sessions.filter { $0.value.owner != name }
         }
     }
 
@@ -171,22 +177,24 @@ public final class SecretServiceServer: Sendable {
 
     // MARK: - Sessions
 
-    func openSession(owner: String) -> String {
+    func openSession(owner: String, cipher: SecretSessionCipher?) -> String {
         state.withLock { state in
             let path = Self.sessionPrefix + "s\(state.nextSession)"
             state.nextSession += 1
-            state.sessions[path] = owner
+            state.sessions[path] = Session(owner: owner, cipher: cipher)
             return path
         }
     }
 
-    func checkSession(_ path: String, owner: String) throws {
-        guard state.withLock({ $0.sessions[path] }) == owner else { throw Failure.noSession }
+    /// The caller's session at `path` (NoSession when it is not open or not the caller's).
+    func session(_ path: String, owner: String) throws -> Session {
+        guard let session = state.withLock({ $0.sessions[path] }), session.owner == owner else { throw Failure.noSession }
+        return session
     }
 
     private func closeSession(_ path: String, owner: String) {
         state.withLock { state in
-            if state.sessions[path] == owner { state.sessions.removeValue(forKey: path) }
+            if state.sessions[path]?.owner == owner { state.sessions.removeValue(forKey: path) }
         }
     }
 

@@ -1,0 +1,174 @@
+import Crypto
+import Foundation
+import _CryptoExtras
+
+/// The Secret Service's `dh-ietf1024-sha256-aes128-cbc-pkcs7` session (the specification's "Transfer of Secrets"):
+/// Diffie-Hellman in RFC 2409's second Oakley group (1024-bit MODP, generator 2), the shared secret left-padded to
+/// 128 bytes, HKDF-SHA256 with no salt and no info to a 16-byte key, then AES-128-CBC with PKCS#7 (always padded)
+/// and a fresh 16-byte IV carried in the secret's parameters. The bus is a local socket of the user's; this keeps
+/// secrets out of bus monitors and logs, which is what libsecret asks for by default.
+struct SecretSessionCipher: Sendable {
+    let key: SymmetricKey
+
+    /// Answers a client's public key (big-endian, any length): our public key (128 bytes) and the session's cipher.
+    static func negotiate(clientPublicKey: [UInt8]) -> (publicKey: [UInt8], cipher: SecretSessionCipher)? {
+        guard let peer = ModP1024.number(bigEndian: clientPublicKey), ModP1024.isValidPublic(peer) else { return nil }
+        // A 256-bit private exponent: the group's prime is safe, and 256 bits is well past its ~80-bit strength.
+        var exponent = (0..<16).map { $0 < 4 ? UInt64.random(in: .min ... .max) : 0 }
+        exponent[3] |= 1 << 63
+        let publicKey = ModP1024.power(ModP1024.generator, exponent, bits: 256)
+        let shared = ModP1024.bytes(ModP1024.power(peer, exponent, bits: 256))
+        let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: shared), outputByteCount: 16)
+        return (ModP1024.bytes(publicKey), SecretSessionCipher(key: key))
+    }
+
+    /// (IV, ciphertext) of a secret.
+    func encrypt(_ plaintext: [UInt8]) -> (iv: [UInt8], ciphertext: [UInt8])? {
+        let iv = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        guard let cbcIV = try? AES._CBC.IV(ivBytes: iv), let sealed = try? AES._CBC.encrypt(plaintext, using: key, iv: cbcIV)
+        else { return nil }
+        return (iv, Array(sealed))
+    }
+
+    func decrypt(_ ciphertext: [UInt8], iv: [UInt8]) -> [UInt8]? {
+        guard iv.count == 16, let cbcIV = try? AES._CBC.IV(ivBytes: iv),
+              let plain = try? AES._CBC.decrypt(ciphertext, using: key, iv: cbcIV)
+        else { return nil }
+        return Array(plain)
+    }
+}
+
+/// Arithmetic modulo RFC 2409's 1024-bit prime: 16 little-endian 64-bit limbs, Montgomery multiplication.
+enum ModP1024 {
+    typealias Number = [UInt64]
+    static let limbs = 16
+
+    /// FFFFFFFF FFFFFFFF C90FDAA2 2168C234 … ECE65381 FFFFFFFF FFFFFFFF (RFC 2409 §6.2).
+    static let prime: Number = number(hex: """
+        FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD\
+        EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED\
+        EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE65381FFFFFFFFFFFFFFFF
+        """)
+    static let generator: Number = [2] + Array(repeating: 0, count: 15)
+
+    /// -p⁻¹ mod 2⁶⁴ (Newton's iteration doubles the correct bits each step).
+    static let primeInverse: UInt64 = {
+        var inverse: UInt64 = 1
+        for _ in 0..<7 { inverse = inverse &* (2 &- prime[0] &* inverse) }
+        return 0 &- inverse
+    }()
+
+    /// R² mod p, R = 2¹⁰²⁴: one doubled 2048 times, reduced as it goes.
+    static let rSquared: Number = {
+        var x: Number = [1] + Array(repeating: 0, count: 15)
+        for _ in 0..<2048 {
+            var carry: UInt64 = 0
+            for i in 0..<limbs {
+                let next = x[i] >> 63
+                x[i] = x[i] << 1 | carry
+                carry = next
+            }
+            if carry != 0 || !isLess(x, prime) { x = subtract(x, prime) }
+        }
+        return x
+    }()
+
+    static func number(hex: String) -> Number {
+        let digits = Array(hex.utf8)
+        var out = Number(repeating: 0, count: limbs)
+        for (index, digit) in digits.reversed().enumerated() {
+            let value = UInt64(digit <= UInt8(ascii: "9") ? digit - 48 : digit - 55)
+            out[index / 16] |= value << UInt64(4 * (index % 16))
+        }
+        return out
+    }
+
+    /// A big-endian integer of any length below 2¹⁰²⁴, else nil.
+    static func number(bigEndian bytes: [UInt8]) -> Number? {
+        let trimmed = bytes.drop { $0 == 0 }
+        guard trimmed.count <= 128 else { return nil }
+        var out = Number(repeating: 0, count: limbs)
+        for (index, byte) in trimmed.reversed().enumerated() {
+            out[index / 8] |= UInt64(byte) << UInt64(8 * (index % 8))
+        }
+        return out
+    }
+
+    /// 128 bytes, big-endian (the shared secret's padding the specification asks).
+    static func bytes(_ number: Number) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        for limb in number.reversed() {
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: limb >> UInt64(shift))) }
+        }
+        return out
+    }
+
+    /// 1 < y < p − 1: refuses the values that would force a known shared secret.
+    static func isValidPublic(_ y: Number) -> Bool {
+        let one: Number = [1] + Array(repeating: 0, count: 15)
+        var pMinusOne = prime
+        pMinusOne[0] -= 1
+        return isLess(one, y) && isLess(y, pMinusOne)
+    }
+
+    static func isLess(_ a: Number, _ b: Number) -> Bool {
+        for i in stride(from: limbs - 1, through: 0, by: -1) where a[i] != b[i] { return a[i] < b[i] }
+        return false
+    }
+
+    static func subtract(_ a: Number, _ b: Number) -> Number {
+        var out = a
+        var borrow: UInt64 = 0
+        for i in 0..<limbs {
+            let (d1, o1) = a[i].subtractingReportingOverflow(b[i])
+            let (d2, o2) = d1.subtractingReportingOverflow(borrow)
+            out[i] = d2
+            borrow = (o1 ? 1 : 0) + (o2 ? 1 : 0)
+        }
+        return out
+    }
+
+    /// a·b·R⁻¹ mod p (CIOS Montgomery multiplication).
+    static func multiply(_ a: Number, _ b: Number) -> Number {
+        var t = [UInt64](repeating: 0, count: limbs + 2)
+        for i in 0..<limbs {
+            var carry: UInt64 = 0
+            for j in 0..<limbs {
+                let s = UInt128(t[j]) + UInt128(a[j]) * UInt128(b[i]) + UInt128(carry)
+                t[j] = UInt64(truncatingIfNeeded: s)
+                carry = UInt64(truncatingIfNeeded: s >> 64)
+            }
+            var s = UInt128(t[limbs]) + UInt128(carry)
+            t[limbs] = UInt64(truncatingIfNeeded: s)
+            t[limbs + 1] = UInt64(truncatingIfNeeded: s >> 64)
+            let m = t[0] &* primeInverse
+            s = UInt128(t[0]) + UInt128(m) * UInt128(prime[0])
+            carry = UInt64(truncatingIfNeeded: s >> 64)
+            for j in 1..<limbs {
+                s = UInt128(t[j]) + UInt128(m) * UInt128(prime[j]) + UInt128(carry)
+                t[j - 1] = UInt64(truncatingIfNeeded: s)
+                carry = UInt64(truncatingIfNeeded: s >> 64)
+            }
+            s = UInt128(t[limbs]) + UInt128(carry)
+            t[limbs - 1] = UInt64(truncatingIfNeeded: s)
+            t[limbs] = t[limbs + 1] &+ UInt64(truncatingIfNeeded: s >> 64)
+        }
+        let result = Array(t[0..<limbs])
+        return t[limbs] != 0 || !isLess(result, prime) ? subtract(result, prime) : result
+    }
+
+    /// base^exponent mod p, every bit costing a squaring and a multiplication (the result of the multiplication
+    /// kept or not without a branch on the secret bit).
+    static func power(_ base: Number, _ exponent: Number, bits: Int = 1024) -> Number {
+        let montgomeryBase = multiply(base, rSquared)
+        var result = multiply([1] + Array(repeating: 0, count: 15), rSquared)
+        for i in stride(from: bits - 1, through: 0, by: -1) {
+            result = multiply(result, result)
+            let product = multiply(result, montgomeryBase)
+            let mask = 0 &- ((exponent[i / 64] >> UInt64(i % 64)) & 1)
+            for k in 0..<limbs { result[k] = (product[k] & mask) | (result[k] & ~mask) }
+        }
+        return multiply(result, [1] + Array(repeating: 0, count: 15))
+    }
+}
