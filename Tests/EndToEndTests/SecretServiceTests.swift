@@ -107,6 +107,55 @@ struct SecretServiceTests {
         #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "mail", "xdg:schema", "org.example.Mail").stdout == "newer")
     }
 
+    /// Python's secretstorage (the client behind `keyring`'s SecretService backend) and keyring itself, unchanged.
+    static let pythonClients = """
+        import secretstorage
+        from keyring.backends import SecretService
+        connection = secretstorage.dbus_init()
+        collection = secretstorage.get_default_collection(connection)
+        print("locked", collection.is_locked())
+        collection.create_item("Py item", {"application": "pytest", "user": "alice"}, b"py-secret", replace=True)
+        found = list(collection.search_items({"application": "pytest"}))
+        item = found[0]
+        print("found", len(found), item.get_secret().decode(), sorted(item.get_attributes().items()), item.get_label())
+        item.set_label("Renamed")
+        item.set_secret(b"changed")
+        print("changed", item.get_label(), item.get_secret().decode())
+        item.delete()
+        print("left", len(list(collection.search_items({"application": "pytest"}))))
+        backend = SecretService.Keyring()
+        backend.set_password("pysvc", "bob", "kr-pass")
+        print("keyring", backend.get_password("pysvc", "bob"))
+        backend.delete_password("pysvc", "bob")
+        print("keyring after delete", backend.get_password("pysvc", "bob"))
+        """
+
+    static var hasPythonClients: Bool {
+        guard let result = try? ChildProcess.run("/usr/bin/env", arguments: ["python3", "-c", "import secretstorage, keyring"])
+        else { return false }
+        return result.termination == .exited(0)
+    }
+
+    @Test("Python secretstorage and keyring's SecretService backend, unchanged",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func python() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let script = desktop.home.tool.home.appendingPathComponent("clients.py")
+        try Self.pythonClients.write(to: script, atomically: true, encoding: .utf8)
+        let result = try desktop.run("/usr/bin/env", "python3", script.path)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == """
+            locked False
+            found 1 py-secret [('application', 'pytest'), ('user', 'alice')] Py item
+            changed Renamed changed
+            left 0
+            keyring kr-pass
+            keyring after delete None
+
+            """)
+    }
+
     @Test("a second keychaind cannot take org.freedesktop.secrets while it is owned, and says why")
     func nameOwned() throws {
         let desktop = try Desktop()
