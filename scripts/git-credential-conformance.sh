@@ -5,6 +5,9 @@
 #   scripts/git-credential-conformance.sh            (after `swift build`)
 #   KEYCHAIN_BACKEND=daemon scripts/git-credential-conformance.sh     (the helper through keychaind, started on
 #                                                     demand in a runtime directory of this run, stopped after it)
+#   KEYCHAIN_BACKEND=secret-service scripts/git-credential-conformance.sh   (git's own git-credential-libsecret,
+#                                                     built from the sources Debian ships, against keychaind's Secret
+#                                                     Service on a private session bus)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$(swift build --show-bin-path)"
@@ -34,8 +37,35 @@ if [ ! -x "$src/t/helper/test-tool" ]; then
 fi
 
 backend="${KEYCHAIN_BACKEND:-embedded}"
+helper=keychain
 setup="export PATH=$bin:\$PATH KEYCHAIN_BACKEND=$backend"
-if [ "$backend" = daemon ]; then
+runner=(sh)
+if [ "$backend" = secret-service ]; then
+    contrib=/usr/share/doc/git/contrib/credential/libsecret
+    mkdir -p "$work/libsecret"
+    if [ ! -x "$work/libsecret/git-credential-libsecret" ]; then
+        cp "$contrib/git-credential-libsecret.c" "$contrib/Makefile" "$work/libsecret/"
+        make -C "$work/libsecret" >/dev/null
+    fi
+    helper=libsecret
+    setup="export PATH=$work/libsecret:\$PATH"
+    runtime="$(mktemp -d)"
+    chmod 700 "$runtime"
+    # keychaind serves the private bus from a home of its own; the helper only speaks D-Bus to it.
+    cat > "$runtime/with-keychaind.sh" <<EOF
+export HOME="$runtime/home" XDG_DATA_HOME="$runtime/home/data" XDG_STATE_HOME="$runtime/home/state" \\
+    XDG_CONFIG_HOME="$runtime/home/config" XDG_RUNTIME_DIR="$runtime"
+"$bin/keychaind" --secret-service --notify-ready > "$runtime/ready" &
+for _ in \$(seq 1 200); do [ -s "$runtime/ready" ] && break; sleep 0.05; done
+[ "\$(cat "$runtime/ready")" = ready ] || { echo "keychaind: \$(cat "$runtime/ready")" >&2; exit 1; }
+sh "\$@"
+status=\$?
+for lock in "$runtime"/keychain/*.lock; do [ -f "\$lock" ] && kill "\$(cat "\$lock")" 2>/dev/null; done
+exit \$status
+EOF
+    runner=(dbus-run-session -- sh "$runtime/with-keychaind.sh")
+    trap 'rm -rf "$runtime"' EXIT
+elif [ "$backend" = daemon ]; then
     runtime="$(mktemp -d)"
     chmod 700 "$runtime"
     setup="$setup XDG_RUNTIME_DIR=$runtime"
@@ -49,8 +79,8 @@ fi
 
 cd "$src/t"
 rm -rf "trash directory.t0303-credential-external"
-out="$(GIT_TEST_INSTALLED="$(dirname "$(command -v git)")" GIT_TEST_CREDENTIAL_HELPER=keychain \
-    GIT_TEST_CREDENTIAL_HELPER_SETUP="$setup" sh t0303-credential-external.sh 2>&1)" || true
+out="$(GIT_TEST_INSTALLED="$(dirname "$(command -v git)")" GIT_TEST_CREDENTIAL_HELPER=$helper \
+    GIT_TEST_CREDENTIAL_HELPER_SETUP="$setup" "${runner[@]}" t0303-credential-external.sh 2>&1)" || true
 if [ "$backend" = daemon ] && ! ls "$runtime"/keychain/*.sock >/dev/null 2>&1; then
     echo "no keychaind served the run (nothing in $runtime/keychain)" >&2
     exit 1
