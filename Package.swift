@@ -205,7 +205,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainTestSupport"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainTestSupport", "KeychainDBus"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,5 +1,7 @@
 import Foundation
 import KeychainClient
+import KeychainDBus
+import Synchronization
 import Testing
 
 /// keychaind's Secret Service against the real libsecret client (secret-tool) on a private session bus.
@@ -154,6 +156,28 @@ struct SecretServiceTests {
             keyring after delete None
 
             """)
+    }
+
+    @Test("ItemCreated, ItemChanged and ItemDeleted reach a listener on the bus")
+    func signals() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let listener = try DBusConnection(address: desktop.address)
+        defer { listener.close() }
+        _ = try listener.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                          interface: "org.freedesktop.DBus", member: "AddMatch",
+                                          body: [.string("type='signal',interface='org.freedesktop.Secret.Collection'")]))
+        let heard = Mutex<[String]>([])
+        listener.startReceiving { message in
+            if message.kind == .signal, message.interface == "org.freedesktop.Secret.Collection", let member = message.member {
+                heard.withLock { $0.append(member) }
+            }
+        }
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=L", "service", "sig", stdin: "one").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=L", "service", "sig", stdin: "two").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "clear", "service", "sig").status == 0)
+        for _ in 0..<250 where heard.withLock({ $0.count }) < 3 { usleep(20_000) }
+        #expect(heard.withLock { $0 } == ["ItemCreated", "ItemChanged", "ItemDeleted"])
     }
 
     @Test("a second keychaind cannot take org.freedesktop.secrets while it is owned, and says why")

@@ -177,11 +177,13 @@ struct SecretServiceObjects {
                 _ = replace
                 try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
                                    with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain)
+                server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, existing.uuid))
                 return [.objectPath(itemPath(keychain, existing.uuid)), .objectPath("/")]
             }
             item["v_Data"] = .secret(secret)
             item["r_Attributes"] = true
             let stored = try service.add(item, to: keychain)
+            server.itemSignal("ItemCreated", collection: collectionPath(keychain), item: itemPath(keychain, stored.item.uuid))
             return [.objectPath(itemPath(keychain, stored.item.uuid)), .objectPath("/")]
         case "Delete":
             throw Failure(name: "org.freedesktop.DBus.Error.NotSupported",
@@ -206,11 +208,13 @@ struct SecretServiceObjects {
             let (secret, _) = try secretArgument(argument)
             _ = try found(keychain, id)
             try service.update(["v_PersistentRef": .data(reference(id))], with: ["v_Data": .secret(secret)], in: keychain)
+            server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, id))
             return []
         case "Delete":
             guard !isLocked(keychain) else { throw Failure.isLocked }
             _ = try found(keychain, id)
             try service.delete(["v_PersistentRef": .data(reference(id))], in: keychain)
+            server.itemSignal("ItemDeleted", collection: collectionPath(keychain), item: itemPath(keychain, id))
             return [.objectPath("/")]
         default:
             throw server.unknownMethod(member)
@@ -317,6 +321,7 @@ struct SecretServiceObjects {
             default:
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) is read-only")
             }
+            server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, id))
             return []
         default:
             throw server.unknownMethod(member)

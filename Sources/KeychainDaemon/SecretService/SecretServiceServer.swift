@@ -175,6 +175,13 @@ public final class SecretServiceServer: Sendable {
         return made
     }
 
+    /// Tells every listener that an item of the collection at `collection` was created, changed or deleted
+    /// (org.freedesktop.Secret.Collection's ItemCreated / ItemChanged / ItemDeleted).
+    func itemSignal(_ member: String, collection: String, item: String) {
+        _ = try? connection.send(.signal(path: collection, interface: Self.collectionInterface, member: member,
+                                         body: [.objectPath(item)]))
+    }
+
     // MARK: - Sessions
 
     func openSession(owner: String, cipher: SecretSessionCipher?) -> String {
