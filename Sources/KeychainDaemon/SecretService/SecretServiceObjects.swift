@@ -286,7 +286,9 @@ struct SecretServiceObjects {
 
     func properties(_ member: String, path: String, arguments: [DBusValue]) throws -> [DBusValue] {
         guard let interface = arguments.first?.stringValue else { throw Failure.invalidArgs("an interface name") }
-        let all = try propertyValues(path: path, interface: interface)
+        // Only what is asked: a collection's Items lists every item, which a Get of Locked must not pay for.
+        let wanted = member == "Get" && arguments.count == 2 ? arguments[1].stringValue : nil
+        let all = try propertyValues(path: path, interface: interface, only: wanted)
         switch member {
         case "GetAll":
             return [.dictionary(keySignature: "s", valueSignature: "v",
@@ -328,7 +330,7 @@ struct SecretServiceObjects {
         }
     }
 
-    private func propertyValues(path: String, interface: String) throws -> [String: DBusValue] {
+    private func propertyValues(path: String, interface: String, only wanted: String?) throws -> [String: DBusValue] {
         if path == SecretServiceServer.servicePath {
             guard interface == SecretServiceServer.serviceInterface else { return [:] }
             return ["Collections": .array(elementSignature: "o", collections().map { .objectPath(collectionPath($0)) })]
@@ -337,9 +339,13 @@ struct SecretServiceObjects {
         let locked = isLocked(keychain)
         guard let id else {
             guard interface == SecretServiceServer.collectionInterface else { return [:] }
-            let items = locked ? [] : try search([:], in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }
-            return ["Items": .array(elementSignature: "o", items), "Label": .string(Self.name(of: keychain)),
-                    "Locked": .boolean(locked), "Created": .uint64(0), "Modified": .uint64(0)]
+            var values: [String: DBusValue] = ["Label": .string(Self.name(of: keychain)), "Locked": .boolean(locked),
+                                               "Created": .uint64(0), "Modified": .uint64(0)]
+            if wanted == nil || wanted == "Items" {
+                let items = locked ? [] : try search([:], in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }
+                values["Items"] = .array(elementSignature: "o", items)
+            }
+            return values
         }
         guard interface == SecretServiceServer.itemInterface else { return [:] }
         guard !locked else { return ["Locked": .boolean(true)] }
