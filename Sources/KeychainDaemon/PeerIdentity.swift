@@ -50,6 +50,14 @@ public struct PeerIdentity: Sendable, Hashable {
         return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest)
     }
 
+    /// The program, apart from the process running it: what two processes of the same binary share.
+    public struct Program: Hashable, Sendable {
+        public let executable: String?
+        public let digest: Data?
+    }
+
+    public var program: Program { Program(executable: executable, digest: executableDigest) }
+
     static func executable(of pid: pid_t) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)

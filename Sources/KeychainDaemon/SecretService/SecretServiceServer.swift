@@ -35,6 +35,9 @@ public final class SecretServiceServer: Sendable {
         var sessions: [String: Session] = [:]
         var nextSession = 1
         var services: [String: EmbeddedKeychainService] = [:]  // unique name → its service
+        /// One service per program (path and hash): the many short-lived connections of one program (a secret-tool
+        /// per lookup) share its open keychains instead of opening them again.
+        var programs: [PeerIdentity.Program: EmbeddedKeychainService] = [:]
     }
     private let state = Mutex(State())
 
@@ -165,12 +168,21 @@ public final class SecretServiceServer: Sendable {
         let uidReply = try connection.call(.methodCall(destination: bus, path: "/org/freedesktop/DBus", interface: bus,
                                                        member: "GetConnectionUnixUser", body: [.string(sender)]))
         guard let pid = pidReply.body.first?.uint32Value, let uid = uidReply.body.first?.uint32Value,
-              uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid),
-              let made = serviceForPeer(peer)
+              uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid)
         else { throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program") }
+        let program = peer.program
+        if let known = state.withLock({ $0.programs[program] }) {
+            state.withLock { $0.services[sender] = known }
+            return known
+        }
+        guard let made = serviceForPeer(peer) else {
+            throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program")
+        }
         state.withLock { state in
             if state.services.count > 256 { state.services.removeAll() }
+            if state.programs.count > 64 { state.programs.removeAll() }
             state.services[sender] = made
+            state.programs[program] = made
         }
         return made
     }

@@ -129,33 +129,42 @@ enum ModP1024 {
         return out
     }
 
-    /// a·b·R⁻¹ mod p (CIOS Montgomery multiplication).
+    /// a·b·R⁻¹ mod p (CIOS Montgomery multiplication), in one scratch buffer.
     static func multiply(_ a: Number, _ b: Number) -> Number {
-        var t = [UInt64](repeating: 0, count: limbs + 2)
-        for i in 0..<limbs {
-            var carry: UInt64 = 0
-            for j in 0..<limbs {
-                let s = UInt128(t[j]) + UInt128(a[j]) * UInt128(b[i]) + UInt128(carry)
-                t[j] = UInt64(truncatingIfNeeded: s)
-                carry = UInt64(truncatingIfNeeded: s >> 64)
+        var result = Number(repeating: 0, count: limbs)
+        var t = (UInt64(0), UInt64(0))  // the two limbs above the 16 of `result`: t[16], t[17]
+        a.withUnsafeBufferPointer { a in
+            b.withUnsafeBufferPointer { b in
+                prime.withUnsafeBufferPointer { p in
+                    result.withUnsafeMutableBufferPointer { r in
+                        for i in 0..<limbs {
+                            var carry: UInt64 = 0
+                            let bi = UInt128(b[i])
+                            for j in 0..<limbs {
+                                let s = UInt128(r[j]) + UInt128(a[j]) * bi + UInt128(carry)
+                                r[j] = UInt64(truncatingIfNeeded: s)
+                                carry = UInt64(truncatingIfNeeded: s >> 64)
+                            }
+                            var s = UInt128(t.0) + UInt128(carry)
+                            t.0 = UInt64(truncatingIfNeeded: s)
+                            t.1 = UInt64(truncatingIfNeeded: s >> 64)
+                            let m = UInt128(r[0] &* primeInverse)
+                            s = UInt128(r[0]) + m * UInt128(p[0])
+                            carry = UInt64(truncatingIfNeeded: s >> 64)
+                            for j in 1..<limbs {
+                                s = UInt128(r[j]) + m * UInt128(p[j]) + UInt128(carry)
+                                r[j - 1] = UInt64(truncatingIfNeeded: s)
+                                carry = UInt64(truncatingIfNeeded: s >> 64)
+                            }
+                            s = UInt128(t.0) + UInt128(carry)
+                            r[limbs - 1] = UInt64(truncatingIfNeeded: s)
+                            t.0 = t.1 &+ UInt64(truncatingIfNeeded: s >> 64)
+                        }
+                    }
+                }
             }
-            var s = UInt128(t[limbs]) + UInt128(carry)
-            t[limbs] = UInt64(truncatingIfNeeded: s)
-            t[limbs + 1] = UInt64(truncatingIfNeeded: s >> 64)
-            let m = t[0] &* primeInverse
-            s = UInt128(t[0]) + UInt128(m) * UInt128(prime[0])
-            carry = UInt64(truncatingIfNeeded: s >> 64)
-            for j in 1..<limbs {
-                s = UInt128(t[j]) + UInt128(m) * UInt128(prime[j]) + UInt128(carry)
-                t[j - 1] = UInt64(truncatingIfNeeded: s)
-                carry = UInt64(truncatingIfNeeded: s >> 64)
-            }
-            s = UInt128(t[limbs]) + UInt128(carry)
-            t[limbs - 1] = UInt64(truncatingIfNeeded: s)
-            t[limbs] = t[limbs + 1] &+ UInt64(truncatingIfNeeded: s >> 64)
         }
-        let result = Array(t[0..<limbs])
-        return t[limbs] != 0 || !isLess(result, prime) ? subtract(result, prime) : result
+        return t.0 != 0 || !isLess(result, prime) ? subtract(result, prime) : result
     }
 
     /// base^exponent mod p, every bit costing a squaring and a multiplication (the result of the multiplication
