@@ -210,7 +210,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SecurityCompatTests",
-            dependencies: ["Security", "LocalAuthentication", "KeychainCore", "KeychainInterface",
+            dependencies: ["Security", "LocalAuthentication", "KeychainCore", "KeychainInterface", "KeychainTestSupport",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
@@ -221,7 +221,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainDBusTests",
-            dependencies: ["KeychainDBus"],
+            dependencies: ["KeychainDBus", "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

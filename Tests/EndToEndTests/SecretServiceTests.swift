@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainDBus
+import KeychainTestSupport
 import Synchronization
 import Testing
 
@@ -12,25 +13,11 @@ struct SecretServiceTests {
     /// A private session bus and a home whose keychaind serves org.freedesktop.secrets on it.
     final class Desktop {
         let home = try! DaemonTests.DaemonHome()
-        let bus = Process()
-        var daemon: Process?
-        let address: String
+        let bus: PrivateSessionBus
 
-        init() throws {
-            bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-            bus.arguments = ["--session", "--nofork", "--print-address=1", "--nopidfile"]
-            let output = Pipe()
-            bus.standardOutput = output
-            bus.standardError = FileHandle.nullDevice
-            try bus.run()
-            var line = Data()
-            while !line.contains(0x0A) {
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                line.append(chunk)
-            }
-            address = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        init() throws { bus = try PrivateSessionBus() }
+        var daemon: Process?
+        var address: String { bus.address }
 
         var environment: [String: String] {
             var environment = home.environment
@@ -70,8 +57,6 @@ struct SecretServiceTests {
         deinit {
             home.cleanUp()
             if let daemon { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
-            kill(bus.processIdentifier, SIGKILL)
-            bus.waitUntilExit()
         }
     }
 

@@ -1,41 +1,14 @@
 import Foundation
 import KeychainDBus
+import KeychainTestSupport
 import Testing
-
-/// A private message bus (dbus-daemon, as `dbus-run-session` starts one) for one test.
-final class PrivateBus {
-    let process = Process()
-    let address: String
-
-    init() throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--session", "--nofork", "--print-address=1", "--nopidfile"]
-        process.standardError = FileHandle.nullDevice  // it complains about fd limits it cannot raise
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        var line = Data()
-        while !line.contains(0x0A) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        address = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    deinit {
-        // SIGKILL: a child of the test runner may start with SIGTERM blocked (inherited from a runner thread).
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
 
 @Suite("D-Bus connections on a real bus", .serialized,
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
 struct DBusBusTests {
     @Test("Hello, RequestName, a method served and called, a signal matched, the caller's pid from the bus")
     func service() throws {
-        let bus = try PrivateBus()
+        let bus = try PrivateSessionBus()
         let server = try DBusConnection(address: bus.address)
         let client = try DBusConnection(address: bus.address)
         #expect(server.uniqueName.hasPrefix(":1."))

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainDBus
+import KeychainTestSupport
 import Testing
 
 @Suite("D-Bus marshalling")
@@ -93,13 +94,8 @@ struct DBusMarshallingTests {
         for length in 0..<bytes.count {
             #expect(throws: DBusReader.Malformed.self) { try DBusMessage.decode(Array(bytes[..<length])) }
         }
-        var state: UInt64 = 0x5EED
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            return z ^ (z >> 27)
-        }
+        var generator = SplitMix64(seed: 0x5EED)
+        func next() -> UInt64 { generator.next() }
         for _ in 0..<3000 {
             var mutated = bytes
             for _ in 0..<(1 + Int(next() % 3)) {

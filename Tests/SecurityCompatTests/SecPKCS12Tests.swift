@@ -1,5 +1,6 @@
 import Foundation
 import KeychainInterface
+import KeychainTestSupport
 import Security
 import Testing
 
@@ -111,7 +112,7 @@ extension SecurityCompatSuite {
             for length in stride(from: 0, to: p12.count, by: 7) {
                 #expect(importP12(p12.prefix(length), passphrase: "s3cret").0 != errSecSuccess)
             }
-            var generator = SplitMix(seed: 0x9e37)
+            var generator = SplitMix64(seed: 0x9e37)
             for _ in 0..<400 {
                 var mutated = p12
                 let index = Int(generator.next() % UInt64(mutated.count))
@@ -174,15 +175,3 @@ extension SecurityCompatSuite {
     }
 }
 
-/// A small seeded generator, so that a failing mutation can be replayed.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -68,7 +68,7 @@ extension EmbeddedKeychainService {
             }
             var archive = PKCS12Archive(keys: [], certificates: [])
             for record in records {
-                guard let certificate = Self.certificate(of: record) else { continue }
+                guard let certificate = Self.certificate(of: record.item) else { continue }
                 let friendlyName = record.item.item.attributes["labl"]?.stringValue
                 if record.hasPrivateKey, request.selection != .certificates {
                     let key = try privateKey(forPublicKeyHash: certificate.publicKeyHash, in: keychain)
@@ -86,7 +86,7 @@ extension EmbeddedKeychainService {
             guard request.selection != .identities else {
                 throw KeychainError(.unsupportedFormat, "identities are exported as PKCS#12 (-f pkcs12)")
             }
-            let certificates = records.compactMap(Self.certificate(of:))
+            let certificates = records.compactMap { Self.certificate(of: $0.item) }
             guard !certificates.isEmpty else { throw .itemNotFound() }
             if request.format == .x509 {
                 guard certificates.count == 1 else {
@@ -136,19 +136,13 @@ extension EmbeddedKeychainService {
         item.secret.flatMap { secret in secret.withUnsafeBytes { Certificate(der: Data($0)) } }
     }
 
-    private static func certificate(of record: CertificateRecord) -> Certificate? { certificate(of: record.item) }
-
     /// The private key whose application label is `hash`, its bytes read under the engine's rules.
     private func privateKey(forPublicKeyHash hash: Data, in keychain: KeychainReference?) throws(KeychainError)
         -> AsymmetricKey
     {
         let found = try search(["class": "keys", "kcls": .int(1), "klbl": .data(hash), "r_Data": .bool(true),
                                 "r_Attributes": .bool(true), "m_Limit": "m_LimitOne"], in: keychain)
-        guard let item = found.first, let secret = item.secret,
-              let type = item.item.attributes["type"]?.numberValue.flatMap({ AsymmetricKey.KeyType(rawValue: String($0)) })
-        else { throw .itemNotFound() }
-        return try secret.withUnsafeBytes { raw throws(KeychainError) in
-            try AsymmetricKey(externalRepresentation: Data(raw), type: type, keyClass: .private)
-        }
+        guard let item = found.first else { throw .itemNotFound() }
+        return try Self.privateKey(of: item)
     }
 }

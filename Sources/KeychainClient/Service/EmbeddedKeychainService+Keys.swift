@@ -20,15 +20,20 @@ extension EmbeddedKeychainService {
         dictionary.removeValue(forKey: "r_Ref")
         dictionary.removeValue(forKey: "r_PersistentRef")
         let found = try searchForKeyUse(dictionary, in: keychain)
-        guard let item = found.first, let secret = item.secret, item.item.itemClass == .key,
-              item.item.attributes["kcls"]?.numberValue == 1
-        else { throw .itemNotFound() }
+        guard let item = found.first, item.item.itemClass == .key, item.item.attributes["kcls"]?.numberValue == 1 else {
+            throw .itemNotFound()
+        }
+        return SecretBytes(try Self.privateKey(of: item).perform(use))
+    }
+
+    /// The private key a found `keys` item holds (its data read with it).
+    static func privateKey(of item: FoundItem) throws(KeychainError) -> AsymmetricKey {
+        guard let secret = item.secret else { throw .itemNotFound() }
         guard let type = item.item.attributes["type"]?.numberValue.flatMap({ AsymmetricKey.KeyType(rawValue: String($0)) })
         else { throw KeychainError(.unimplemented, "only EC and RSA keys are used here") }
-        let key = try secret.withUnsafeBytes { raw throws(KeychainError) in
+        return try secret.withUnsafeBytes { raw throws(KeychainError) in
             try AsymmetricKey(externalRepresentation: Data(raw), type: type, keyClass: .private)
         }
-        return SecretBytes(try key.perform(use))
     }
 
     /// Generates a key pair here and stores it (the private key, and the public one when asked): the private key

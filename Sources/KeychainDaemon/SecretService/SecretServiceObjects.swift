@@ -9,6 +9,19 @@ struct SecretServiceObjects {
     let service: EmbeddedKeychainService
     let server: SecretServiceServer
     let caller: String
+    /// The keychains served as collections: the search list's, and the default keychain. Read once per call
+    /// (GetSecrets resolves a path per item).
+    let collections: [KeychainReference]
+
+    init(service: EmbeddedKeychainService, server: SecretServiceServer, caller: String) {
+        self.service = service
+        self.server = server
+        self.caller = caller
+        var list = service.searchList()
+        let preferred = service.defaultKeychain()
+        if !list.contains(preferred) { list.insert(preferred, at: 0) }
+        collections = list.filter { (try? service.state(of: $0).exists) == true }
+    }
 
     // MARK: - Paths
 
@@ -28,14 +41,6 @@ struct SecretServiceObjects {
         collectionPath(keychain) + "/i" + uuid.uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     }
 
-    /// The keychains served as collections: the search list's, and the default keychain.
-    func collections() -> [KeychainReference] {
-        var list = service.searchList()
-        let preferred = service.defaultKeychain()
-        if !list.contains(preferred) { list.insert(preferred, at: 0) }
-        return list.filter { (try? service.state(of: $0).exists) == true }
-    }
-
     /// The keychain (and item) a path names; nil when it names none.
     func resolve(_ path: String) throws -> (KeychainReference, UUID?)? {
         let keychain: KeychainReference
@@ -48,7 +53,7 @@ struct SecretServiceObjects {
             rest = parts.count > 1 ? parts[1] : ""
         } else if path.hasPrefix(SecretServiceServer.collectionPrefix) {
             let parts = path.dropFirst(SecretServiceServer.collectionPrefix.count).split(separator: "/", maxSplits: 1)
-            guard let name = parts.first, let found = collections().first(where: { Self.name(of: $0) == name }) else { return nil }
+            guard let name = parts.first, let found = collections.first(where: { Self.name(of: $0) == name }) else { return nil }
             keychain = found
             rest = parts.count > 1 ? parts[1] : ""
         } else {
@@ -88,7 +93,7 @@ struct SecretServiceObjects {
         case "SearchItems":
             guard let wanted = arguments.first?.stringDictionaryValue else { throw Failure.invalidArgs("SearchItems(a{ss})") }
             var unlocked: [DBusValue] = [], locked: [DBusValue] = []
-            for keychain in collections() {
+            for keychain in collections {
                 let paths = try search(wanted, in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }
                 if isLocked(keychain) { locked += paths } else { unlocked += paths }
             }
@@ -333,7 +338,7 @@ struct SecretServiceObjects {
     private func propertyValues(path: String, interface: String, only wanted: String?) throws -> [String: DBusValue] {
         if path == SecretServiceServer.servicePath {
             guard interface == SecretServiceServer.serviceInterface else { return [:] }
-            return ["Collections": .array(elementSignature: "o", collections().map { .objectPath(collectionPath($0)) })]
+            return ["Collections": .array(elementSignature: "o", collections.map { .objectPath(collectionPath($0)) })]
         }
         guard let (keychain, id) = try resolve(path) else { throw Failure.unknownObject(path) }
         let locked = isLocked(keychain)
