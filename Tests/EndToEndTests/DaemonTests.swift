@@ -358,8 +358,9 @@ struct DaemonTests {
         #expect(try run("keychain-example", ["get", "svc", "acct"]) == 0)
     }
 
-    /// A pinentry that answers CONFIRM from a file of answers (allow, always, anything else: Deny) and logs what
-    /// it was asked: the daemon runs it as it would run the real one on the client's display.
+    /// A pinentry that answers CONFIRM from a file of answers (allow, always, anything else: Deny) and GETPIN with
+    /// `pin:PASSWORD` (anything else: Cancel), and logs what it was asked: the daemon runs it as it would run the
+    /// real one on the client's display.
     struct ScriptedPinentry {
         let program: URL, answers: URL, log: URL
 
@@ -382,6 +383,13 @@ struct DaemonTests {
                         always) echo "ERR 83886194 Not confirmed" ;;
                         *) echo "ERR 83886179 Operation cancelled" ;;
                       esac ;;
+                    GETPIN*)
+                      answer=$(head -n 1 '\(answers.path)'); sed -i 1d '\(answers.path)'
+                      echo "GETPIN" >> '\(log.path)'
+                      case "$answer" in
+                        pin:*) echo "D ${answer#pin:}"; echo "OK" ;;
+                        *) echo "ERR 83886179 Operation cancelled" ;;
+                      esac ;;
                     SETDESC*) echo "$line" >> '\(log.path)'; echo "OK" ;;
                     BYE) echo "OK"; exit 0 ;;
                     *) echo "OK" ;;
@@ -399,6 +407,9 @@ struct DaemonTests {
 
         var confirmations: Int {
             ((try? String(contentsOf: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter { $0 == "CONFIRM" }.count
+        }
+        var passwordRequests: Int {
+            ((try? String(contentsOf: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter { $0 == "GETPIN" }.count
         }
         var descriptions: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
     }

@@ -27,12 +27,13 @@ struct SecretServiceTests {
 
         /// Starts keychaind with --secret-service and returns its first line ("ready" or "failed: …").
         @discardableResult
-        func startDaemon(_ extra: [String] = [], runtime: String? = nil) throws -> String {
+        func startDaemon(_ extra: [String] = [], runtime: String? = nil, settings: [String: String] = [:]) throws -> String {
             let process = Process()
             process.executableURL = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychaind")
             process.arguments = ["--notify-ready", "--secret-service"] + extra
             var environment = self.environment
             if let runtime { environment["XDG_RUNTIME_DIR"] = runtime }
+            environment.merge(settings) { _, setting in setting }
             process.environment = environment
             let output = Pipe()
             process.standardOutput = output
@@ -92,6 +93,67 @@ struct SecretServiceTests {
         #expect(try desktop.run("/usr/bin/secret-tool", "clear", "service", "mail", "server", "imap").status == 0)
         #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "server", "imap").status != 0)
         #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "mail", "xdg:schema", "org.example.Mail").stdout == "newer")
+    }
+
+    @Test("a locked keychain is unlocked through a prompt on the session's display: Cancel leaves it locked, the password opens it for everyone")
+    func unlockThroughPrompt() throws {
+        let desktop = try Desktop()
+        let pinentry = try DaemonTests.ScriptedPinentry(in: desktop.home.tool.home)
+        #expect(try desktop.startDaemon(settings: ["PINENTRY_PROGRAM": pinentry.program.path, "DISPLAY": ":kc-test"]) == "ready")
+        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Locked one", "service", "vault", "account", "me",
+                                stdin: "v4ult").status == 0)
+        #expect(try desktop.run("security", "lock-keychain", "login").status == 0)
+
+        // libsecret sees the item locked, calls Unlock and runs its prompt: Cancel → nothing, still locked.
+        try pinentry.answer("cancel")
+        let cancelled = try desktop.run("/usr/bin/secret-tool", "lookup", "service", "vault", "account", "me")
+        #expect(cancelled.stdout == "")
+        #expect(pinentry.passwordRequests == 1)
+        #expect(pinentry.descriptions.contains("/secret-tool wants to use the keychain \u{201C}login\u{201D}"))
+        #expect(try desktop.run("security", "find-generic-password", "-s", "vault", "login").status == 36)
+
+        // A wrong password is asked again; the right one unlocks the keychain in keychaind, for every client.
+        try pinentry.answer("pin:wrong", "pin:pw")
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "vault", "account", "me").stdout == "v4ult")
+        #expect(pinentry.passwordRequests == 3)
+        #expect(try desktop.run("security", "find-generic-password", "-s", "vault", "login").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "vault", "account", "me").stdout == "v4ult")
+        #expect(pinentry.passwordRequests == 3)
+    }
+
+    @Test("another program's item: Deny, Allow (this process only), Always Allow (kept); no display: refused at once")
+    func consentForAnotherProgram() throws {
+        let desktop = try Desktop()
+        let pinentry = try DaemonTests.ScriptedPinentry(in: desktop.home.tool.home)
+        #expect(try desktop.startDaemon(settings: ["PINENTRY_PROGRAM": pinentry.program.path, "DISPLAY": ":kc-test"]) == "ready")
+        // Stored by security without -A: only security is trusted with it.
+        #expect(try desktop.run("security", "add-generic-password", "-s", "api", "-a", "bot", "-w", "t0ken").status == 0)
+        let lookup = { try desktop.run("/usr/bin/secret-tool", "lookup", "service", "api", "account", "bot") }
+        try pinentry.answer("deny")
+        #expect(try lookup().stdout == "")
+        #expect(pinentry.confirmations == 1)
+        #expect(pinentry.descriptions.contains("/secret-tool wants to use the secret of"))
+        try pinentry.answer("allow")
+        #expect(try lookup().stdout == "t0ken")
+        // Allow was for that process's connection: the next secret-tool is asked again.
+        try pinentry.answer("deny")
+        #expect(try lookup().stdout == "")
+        #expect(pinentry.confirmations == 3)
+        try pinentry.answer("always")
+        #expect(try lookup().stdout == "t0ken")
+        #expect(try lookup().stdout == "t0ken")
+        #expect(pinentry.confirmations == 4)
+        // The creator still reads it without a question.
+        #expect(try desktop.run("security", "find-generic-password", "-s", "api", "-a", "bot", "-w").stdout == "t0ken\n")
+
+        // A keychaind with no display to ask on: the prompt completes dismissed at once, the client does not hang.
+        let headless = try Desktop()
+        #expect(try headless.startDaemon() == "ready")
+        #expect(try headless.run("security", "add-generic-password", "-s", "api", "-a", "bot", "-w", "t0ken").status == 0)
+        let refused = try headless.run("/usr/bin/secret-tool", "lookup", "service", "api", "account", "bot")
+        #expect(refused.stdout == "")
+        #expect(pinentry.confirmations == 4)
     }
 
     /// Python's secretstorage (the client behind `keyring`'s SecretService backend) and keyring itself, unchanged.

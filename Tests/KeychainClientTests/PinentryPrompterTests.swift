@@ -39,14 +39,15 @@ struct PinentryPrompterTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let prompter = Self.prompter(program)
         let response = prompter.requestPassword(
-            PasswordRequest(kind: .keychainPassword, description: "Unlock 100% of\nit", prompt: "Password:"))
+            PasswordRequest(kind: .keychainPassword, description: "Unlock 100% of\nit \u{201C}login\u{201D}", prompt: "Password:"))
         guard case .entered(let secret) = response else {
             Issue.record("expected a PIN, got \(response)")
             return
         }
         #expect(secret.unprotectedString() == "s3cr%et\npart")
         let sent = try String(contentsOf: log, encoding: .utf8)
-        #expect(sent.contains("SETDESC Unlock 100%25 of%0Ait\n"))
+        // UTF-8 passes through as UTF-8 (the quotes were once sent twice encoded, shown as mojibake).
+        #expect(sent.contains("SETDESC Unlock 100%25 of%0Ait \u{201C}login\u{201D}\n"))
         #expect(sent.contains("SETPROMPT Password:\n"))
         #expect(sent.contains("GETPIN\n"))
     }

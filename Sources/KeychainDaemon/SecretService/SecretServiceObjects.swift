@@ -4,7 +4,7 @@ import KeychainCore
 import KeychainDBus
 
 /// The Secret Service's objects (service, collections, items) for one caller, over that caller's keychain service.
-struct SecretServiceObjects {
+struct SecretServiceObjects: Sendable {
     typealias Failure = SecretServiceServer.Failure
     let service: EmbeddedKeychainService
     let server: SecretServiceServer
@@ -92,12 +92,17 @@ struct SecretServiceObjects {
             }
         case "SearchItems":
             guard let wanted = arguments.first?.stringDictionaryValue else { throw Failure.invalidArgs("SearchItems(a{ss})") }
-            var unlocked: [DBusValue] = [], locked: [DBusValue] = []
-            for keychain in collections {
-                let paths = try search(wanted, in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }
-                if isLocked(keychain) { locked += paths } else { unlocked += paths }
+            return try searchAfterUnlocking(wanted) { objects in
+                var unlocked: [DBusValue] = [], locked: [DBusValue] = []
+                for keychain in objects.collections {
+                    let keychainLocked = objects.isLocked(keychain)
+                    for item in try objects.search(wanted, in: keychain) {
+                        let path = DBusValue.objectPath(objects.itemPath(keychain, item.uuid))
+                        if keychainLocked || !objects.isReadable(item) { locked.append(path) } else { unlocked.append(path) }
+                    }
+                }
+                return [.array(elementSignature: "o", unlocked), .array(elementSignature: "o", locked)]
             }
-            return [.array(elementSignature: "o", unlocked), .array(elementSignature: "o", locked)]
         case "GetSecrets":
             guard arguments.count == 2, let paths = arguments[0].arrayElements, let session = arguments[1].stringValue else {
                 throw Failure.invalidArgs("GetSecrets(ao, o)")
@@ -120,13 +125,8 @@ struct SecretServiceObjects {
         case "SetAlias":
             throw Failure(name: "org.freedesktop.DBus.Error.NotSupported", message: "aliases follow the default keychain (security default-keychain -s)")
         case "Unlock":
-            // No prompt yet: what is unlocked already is reported so; a locked keychain stays locked.
             guard let paths = arguments.first?.arrayElements else { throw Failure.invalidArgs("Unlock(ao)") }
-            let done = paths.filter { value in
-                guard let path = value.stringValue, let (keychain, _) = try? resolve(path) else { return false }
-                return !isLocked(keychain)
-            }
-            return [.array(elementSignature: "o", done), .objectPath("/")]
+            return try unlock(paths)
         case "Lock":
             guard let paths = arguments.first?.arrayElements else { throw Failure.invalidArgs("Lock(ao)") }
             var done: [DBusValue] = []
@@ -180,6 +180,8 @@ struct SecretServiceObjects {
             let existing = try search(attributes, in: keychain).first { SecretItemMapping.attributes(of: $0) == attributes }
             if let existing {
                 _ = replace
+                // Another program's item: replacing its secret needs the same yes as reading it (Unlock first).
+                guard isReadable(existing) else { throw Failure.isLocked }
                 try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
                                    with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain)
                 server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, existing.uuid))
@@ -205,19 +207,17 @@ struct SecretServiceObjects {
         case "GetSecret":
             guard let session = arguments.first?.stringValue else { throw Failure.invalidArgs("GetSecret(o)") }
             _ = try server.session(session, owner: caller)
-            guard !isLocked(keychain) else { throw Failure.isLocked }
+            _ = try unlockedItem(keychain, id)
             return [try secretValue(keychain, id, session: session)]
         case "SetSecret":
             guard let argument = arguments.first else { throw Failure.invalidArgs("SetSecret((oayays))") }
-            guard !isLocked(keychain) else { throw Failure.isLocked }
+            _ = try unlockedItem(keychain, id)
             let (secret, _) = try secretArgument(argument)
-            _ = try found(keychain, id)
             try service.update(["v_PersistentRef": .data(reference(id))], with: ["v_Data": .secret(secret)], in: keychain)
             server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, id))
             return []
         case "Delete":
-            guard !isLocked(keychain) else { throw Failure.isLocked }
-            _ = try found(keychain, id)
+            _ = try unlockedItem(keychain, id)
             try service.delete(["v_PersistentRef": .data(reference(id))], in: keychain)
             server.itemSignal("ItemDeleted", collection: collectionPath(keychain), item: itemPath(keychain, id))
             return [.objectPath("/")]
@@ -228,9 +228,12 @@ struct SecretServiceObjects {
 
     func reference(_ id: UUID) -> Data { PersistentReference(itemClass: .genericPassword, uuid: id).data }
 
-    func found(_ keychain: KeychainReference, _ id: UUID, secret: Bool = false) throws -> FoundItem {
+    func found(_ keychain: KeychainReference, _ id: UUID, secret: Bool = false, options: [String: QueryValue] = [:]) throws
+        -> FoundItem
+    {
         var query: [String: QueryValue] = ["v_PersistentRef": .data(reference(id)), "r_Attributes": true]
         if secret { query["r_Data"] = true }
+        query.merge(options) { _, option in option }
         let items: [FoundItem]
         do throws(KeychainError) {
             items = try service.search(query, in: keychain)
@@ -246,7 +249,7 @@ struct SecretServiceObjects {
     /// encrypted under the session's key with the IV as parameters in an encrypted one.
     func secretValue(_ keychain: KeychainReference, _ id: UUID, session path: String) throws -> DBusValue {
         let session = try server.session(path, owner: caller)
-        let item = try found(keychain, id, secret: true)
+        let item = try found(keychain, id, secret: true, options: readOptions(for: id))
         var bytes = item.secret?.withUnsafeBytes { [UInt8]($0) } ?? []
         defer { for i in bytes.indices { bytes[i] = 0 } }
         guard let cipher = session.cipher else {
@@ -311,8 +314,7 @@ struct SecretServiceObjects {
             guard let (keychain, id) = try resolve(path), let id else {
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set here")
             }
-            guard !isLocked(keychain) else { throw Failure.isLocked }
-            _ = try found(keychain, id)
+            _ = try unlockedItem(keychain, id)
             switch name {
             case "Label":
                 guard let label = value.stringValue else { throw Failure.invalidArgs("Label is a string") }
@@ -355,12 +357,13 @@ struct SecretServiceObjects {
         guard interface == SecretServiceServer.itemInterface else { return [:] }
         guard !locked else { return ["Locked": .boolean(true)] }
         let item = try found(keychain, id).item
+        let lockedForCaller = !isReadable(item)
         func seconds(_ code: String) -> UInt64 {
             UInt64(max(0, item.attributes[code]?.dateValue?.timeIntervalSince1970 ?? 0))
         }
         let attributes = SecretItemMapping.attributes(of: item)
         return [
-            "Locked": .boolean(false), "Attributes": .stringDictionary(attributes),
+            "Locked": .boolean(lockedForCaller), "Attributes": .stringDictionary(attributes),
             "Label": .string(item.attributes["labl"]?.stringValue ?? ""), "Created": .uint64(seconds("cdat")),
             "Modified": .uint64(seconds("mdat")), "Type": .string(attributes["xdg:schema"] ?? ""),
         ]

@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainDBus
+import KeychainInterface
 import Synchronization
 
 #if canImport(Glibc)
@@ -31,15 +32,23 @@ public final class SecretServiceServer: Sendable {
 
     let connection: DBusConnection
     private let serviceForPeer: ServiceForPeer
-    private struct State {
+    /// keychaind's environment: where prompts find the display and the pinentry (PINENTRY_PROGRAM).
+    let environment: [String: String]
+    struct State {
         var sessions: [String: Session] = [:]
         var nextSession = 1
         var services: [String: EmbeddedKeychainService] = [:]  // unique name → its service
         /// One service per program (path and hash): the many short-lived connections of one program (a secret-tool
         /// per lookup) share its open keychains instead of opening them again.
         var programs: [PeerIdentity.Program: EmbeddedKeychainService] = [:]
+        var prompts: [String: PendingPrompt] = [:]
+        var nextPrompt = 1
+        /// Items another program's connection may read because the user chose Allow (this connection only).
+        var allowed: [String: Set<UUID>] = [:]
+        /// Keychains whose password is being asked for now: one question per keychain, whoever else needs it.
+        var unlocking: Set<String> = []
     }
-    private let state = Mutex(State())
+    let state = Mutex(State())
 
     /// An open session: who opened it, and its cipher (nil for `plain`).
     struct Session {
@@ -51,8 +60,10 @@ public final class SecretServiceServer: Sendable {
         public let description: String
     }
 
-    public init(connection: DBusConnection, serviceForPeer: @escaping ServiceForPeer) {
+    public init(connection: DBusConnection, environment: [String: String] = ProcessInfo.processInfo.environment,
+                serviceForPeer: @escaping ServiceForPeer) {
         self.connection = connection
+        self.environment = environment
         self.serviceForPeer = serviceForPeer
     }
 
@@ -78,7 +89,7 @@ public final class SecretServiceServer: Sendable {
                 if message.kind == .signal, message.member == "NameOwnerChanged" { forget(message) }
                 return
             }
-            let reply = handle(message)
+            guard let reply = handle(message) else { return }  // answered later, from a thread of its own
             if !message.flags.contains(.noReplyExpected) { _ = try? connection.send(reply) }
         }, onClose: onClose)
         _ = try? connection.send(.methodCall(
@@ -86,14 +97,24 @@ public final class SecretServiceServer: Sendable {
             member: "AddMatch", body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged'")]))
     }
 
-    /// A client that left: its sessions close and its service goes.
+    /// A client that left: its sessions close, its prompts and its Allow answers go, and so does its service.
     private func forget(_ signal: DBusMessage) {
         guard signal.body.count == 3, let name = signal.body[0].stringValue, signal.body[2].stringValue == "" else { return }
         state.withLock { state in
             state.services.removeValue(forKey: name)
             state.sessions = state.sessions.filter { $0.value.owner != name }
+            state.allowed.removeValue(forKey: name)
         }
+        forgetPrompts(of: name)
     }
+
+    /// True when nobody is asking for this keychain's password now (the caller asks, and releases it after).
+    func claimUnlocking(_ keychain: String) -> Bool { state.withLock { $0.unlocking.insert(keychain).inserted } }
+    func isUnlocking(_ keychain: String) -> Bool { state.withLock { $0.unlocking.contains(keychain) } }
+    func releaseUnlocking(_ keychain: String) { state.withLock { _ = $0.unlocking.remove(keychain) } }
+
+    func isAllowed(_ item: UUID, for caller: String) -> Bool { state.withLock { $0.allowed[caller]?.contains(item) == true } }
+    func allow(_ item: UUID, for caller: String) { state.withLock { _ = $0.allowed[caller, default: []].insert(item) } }
 
     // MARK: - Dispatch
 
@@ -109,16 +130,37 @@ public final class SecretServiceServer: Sendable {
         static let noSuchObject = Failure(name: "org.freedesktop.Secret.Error.NoSuchObject", message: "no such item")
     }
 
-    func handle(_ message: DBusMessage) -> DBusMessage {
+    /// A call whose answer needs the user first (a search of a locked keychain): worked out on a thread of its own,
+    /// so that the bus goes on serving everyone else meanwhile.
+    struct ReplyLater: Error {
+        let work: @Sendable () throws -> [DBusValue]
+    }
+
+    /// The reply to `message`, or nil when it is sent later (``ReplyLater``).
+    func handle(_ message: DBusMessage) -> DBusMessage? {
         do {
-            let body = try route(message)
-            return message.methodReturn(body)
-        } catch let failure as Failure {
+            return message.methodReturn(try route(message))
+        } catch let later as ReplyLater {
+            let answer: @Sendable () -> Void = { [self] in
+                let reply: DBusMessage
+                do { reply = message.methodReturn(try later.work()) } catch { reply = Self.errorReply(error, to: message) }
+                if !message.flags.contains(.noReplyExpected) { _ = try? connection.send(reply) }
+            }
+            if !DetachedThread.start(name: "keychaind-reply", stackSize: 1 << 20, answer) { answer() }
+            return nil
+        } catch {
+            return Self.errorReply(error, to: message)
+        }
+    }
+
+    static func errorReply(_ error: any Error, to message: DBusMessage) -> DBusMessage {
+        switch error {
+        case let failure as Failure:
             return message.errorReply(failure.name, failure.message)
-        } catch let error as KeychainError {
+        case let error as KeychainError:
             return message.errorReply(error.status == .itemNotFound ? Failure.noSuchObject.name : "org.freedesktop.DBus.Error.Failed",
                                       error.status.message)
-        } catch {
+        default:
             return message.errorReply("org.freedesktop.DBus.Error.Failed", "\(error)")
         }
     }
@@ -143,6 +185,7 @@ public final class SecretServiceServer: Sendable {
             return try objects.properties(member, path: path, arguments: message.body)
         }
         if path == Self.servicePath { return try objects.serviceCall(member, message.body) }
+        if path.hasPrefix(Self.promptPrefix) { return try promptCall(member, path: path, caller: sender) }
         if path.hasPrefix(Self.sessionPrefix) {
             guard member == "Close" else { throw unknownMethod(member) }
             closeSession(path, owner: sender)
@@ -223,6 +266,8 @@ public final class SecretServiceServer: Sendable {
             interfaces = [serviceInterface]
         } else if path.hasPrefix(sessionPrefix) {
             interfaces = [sessionInterface]
+        } else if path.hasPrefix(promptPrefix) {
+            interfaces = [promptInterface]
         } else if path.hasPrefix(collectionPrefix) || path.hasPrefix(aliasPrefix) {
             interfaces = path.dropFirst(collectionPrefix.count).contains("/") ? [itemInterface] : [collectionInterface]
         } else {

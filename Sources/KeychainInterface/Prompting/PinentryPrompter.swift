@@ -60,15 +60,13 @@ public struct PinentryPrompter: Prompter {
         }
     }
 
-    /// Assuan escaping: `%`, CR, LF and other control bytes as `%XX`.
+    /// Assuan escaping: `%`, CR, LF and other control bytes as `%XX`; everything else (UTF-8 included) as it is.
     static func escape(_ text: String) -> String {
-        var out = ""
+        var out: [UInt8] = []
         for byte in text.utf8 {
-            if byte == 0x25 || byte < 0x20 { out += "%" + Hex.byte(byte, uppercase: true) } else {
-                out.unicodeScalars.append(UnicodeScalar(byte))
-            }
+            if byte == 0x25 || byte < 0x20 { out += Array(("%" + Hex.byte(byte, uppercase: true)).utf8) } else { out.append(byte) }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func unescape(_ bytes: ArraySlice<UInt8>) -> [UInt8] {

@@ -1,0 +1,167 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainDBus
+
+/// Who reads what through the Secret Service, in the API's own terms: an item is *unlocked* for a caller when its
+/// keychain is unlocked and the caller's program may read it (it is on the item's trusted-application list, or the
+/// user allowed it for this connection). Everything else is *locked* for that caller, and Unlock turns it into a
+/// prompt: the keychain's password, then Deny / Allow / Always Allow for each item of another program.
+extension SecretServiceObjects {
+    /// Whether the caller's program may read `item`'s secret without asking.
+    func isReadable(_ item: Item) -> Bool {
+        guard let application = service.caller.application, let access = item.applicationAccess else { return true }
+        return access.trusts(application) || server.isAllowed(item.uuid, for: caller)
+    }
+
+    /// The item, when it is unlocked for the caller (IsLocked otherwise; NoSuchObject when it is not there).
+    func unlockedItem(_ keychain: KeychainReference, _ id: UUID) throws -> Item {
+        guard !isLocked(keychain) else { throw Failure.isLocked }
+        let item = try found(keychain, id).item
+        guard isReadable(item) else { throw Failure.isLocked }
+        return item
+    }
+
+    /// What a secret read adds to its query: never a question from here (a prompt asked already); Allow for an
+    /// item the user allowed for this connection.
+    func readOptions(for id: UUID) -> [String: QueryValue] {
+        guard server.isAllowed(id, for: caller) else { return ["u_AuthUI": .string(AuthenticationUI.fail.rawValue)] }
+        return ["u_AuthCtx": .authenticationContext(AuthenticationContext(prompter: DecidedPrompter(decision: .allow)))]
+    }
+
+    /// Unlock(objects): what is unlocked for the caller already, and a prompt for the rest ("/" when none).
+    func unlock(_ paths: [DBusValue]) throws -> [DBusValue] {
+        var done: [String] = []
+        var keychains: [(KeychainReference, [String])] = []  // locked keychains, with the collection paths asked
+        var items: [(String, KeychainReference, UUID)] = []  // items that may need the keychain or a yes
+        for case .objectPath(let path) in paths {
+            guard let (keychain, id) = try? resolve(path) else { continue }
+            let locked = isLocked(keychain)
+            if locked, !keychains.contains(where: { $0.0 == keychain }) { keychains.append((keychain, [])) }
+            if let id {
+                if !locked, let item = try? found(keychain, id).item, isReadable(item) { done.append(path) } else {
+                    items.append((path, keychain, id))
+                }
+            } else if locked {
+                if let index = keychains.firstIndex(where: { $0.0 == keychain }) { keychains[index].1.append(path) }
+            } else {
+                done.append(path)
+            }
+        }
+        let unlocked = DBusValue.array(elementSignature: "o", done.map { .objectPath($0) })
+        guard !keychains.isEmpty || !items.isEmpty else { return [unlocked, .objectPath("/")] }
+        let prompt = server.makePrompt(owner: caller, emptyResult: .array(elementSignature: "o", [])) {
+            [objects = self, done, keychains, items] prompter, isDismissed in
+            guard let prompter else { return nil }  // nobody to ask: locked it stays, and the client is told at once
+            var result = done
+            for (keychain, collectionPaths) in keychains {
+                guard objects.isLocked(keychain) else { result += collectionPaths; continue }  // unlocked meanwhile
+                switch objects.askToUnlock(keychain, prompter: prompter, isDismissed: isDismissed) {
+                case .unlocked: result += collectionPaths
+                case .refused: continue
+                case .dismissed: return nil
+                }
+            }
+            for (path, keychain, id) in items where !objects.isLocked(keychain) {
+                guard let item = try? objects.found(keychain, id).item else { continue }
+                if objects.isReadable(item) {
+                    result.append(path)
+                    continue
+                }
+                switch prompter.requestConfirmation(ConfirmationRequest(description: objects.consentQuestion(for: item))) {
+                case .allow:
+                    guard !isDismissed() else { return nil }
+                    objects.server.allow(id, for: objects.caller)
+                    result.append(path)
+                case .alwaysAllow:
+                    guard !isDismissed() else { return nil }
+                    if objects.rememberTrust(keychain, id) { result.append(path) }
+                case .deny, .cancelled: continue
+                case .unavailable: return nil
+                }
+            }
+            return .array(elementSignature: "o", result.map { .objectPath($0) })
+        }
+        return [unlocked, .objectPath(prompt)]
+    }
+
+    enum UnlockOutcome { case unlocked, refused, dismissed }
+
+    /// How long a search waits for the user to unlock a keychain before it answers with what is unlocked by then
+    /// (the question stays up): under libsecret's 25-second D-Bus timeout.
+    static let searchPatience: TimeInterval = 20
+
+    /// A search over locked keychains: their attributes are encrypted and cannot be matched, so the user is asked
+    /// for each one's password first (as KeePassXC's "unlock before search"); libsecret then finds the items
+    /// unlocked, as it would with gnome-keyring. Nobody to ask: the search answers at once without them.
+    func searchAfterUnlocking(_ wanted: [String: String], body: @escaping @Sendable (SecretServiceObjects) throws -> [DBusValue])
+        throws -> [DBusValue]
+    {
+        let locked = collections.filter { (try? service.state(of: $0)).map { $0.isLocked && $0.hasPassword } == true }
+        guard !locked.isEmpty, let prompter = server.desktopPrompter() else { return try body(self) }
+        throw SecretServiceServer.ReplyLater { [objects = self] in
+            let answered = DispatchSemaphore(value: 0)
+            let asking: @Sendable () -> Void = {
+                for keychain in locked where objects.isLocked(keychain) {
+                    if objects.askToUnlock(keychain, prompter: prompter, isDismissed: { false }) == .dismissed { break }
+                }
+                answered.signal()
+            }
+            if DetachedThread.start(name: "keychaind-prompt", stackSize: 1 << 20, asking) {
+                _ = answered.wait(timeout: .now() + Self.searchPatience)
+            }
+            return try body(objects)
+        }
+    }
+
+    /// Asks for `keychain`'s password (three tries) and unlocks it for every client of keychaind. While one
+    /// question about a keychain is showing, others that need it wait for its answer instead of asking again.
+    func askToUnlock(_ keychain: KeychainReference, prompter: any Prompter, isDismissed: () -> Bool) -> UnlockOutcome {
+        guard server.claimUnlocking(keychain.path) else {
+            while server.isUnlocking(keychain.path) && !isDismissed() { usleep(50_000) }
+            return isLocked(keychain) ? .refused : .unlocked
+        }
+        defer { server.releaseUnlocking(keychain.path) }
+        let program = service.caller.application?.path ?? "A program"
+        var complaint: String?
+        for _ in 0..<3 {
+            let request = PasswordRequest(
+                kind: .keychainPassword,
+                description: "\(program) wants to use the keychain \u{201C}\(Self.name(of: keychain))\u{201D}. Enter its password to unlock it.",
+                prompt: "Password:", error: complaint)
+            switch prompter.requestPassword(request) {
+            case .entered(let password):
+                guard !isDismissed() else { return .dismissed }
+                do throws(KeychainError) {
+                    try service.unlock(keychain, password: password)
+                    return .unlocked
+                } catch {
+                    guard error.status == .authFailed else { return .refused }
+                    complaint = "Wrong password, try again."
+                }
+            case .cancelled, .unavailable:
+                return .dismissed
+            }
+        }
+        return .refused
+    }
+
+    func consentQuestion(for item: Item) -> String {
+        let program = service.caller.application?.path ?? "A program"
+        let label = item.attributes["labl"]?.stringValue ?? item.attributes["svce"]?.stringValue ?? ""
+        var text = "\(program) wants to use the secret of \u{201C}\(label)\u{201D} in your keychain."
+        if let application = service.caller.application, item.applicationAccess?.trustedEarlierBuild(of: application) == true {
+            text += " The program has changed since it was last allowed."
+        }
+        return text
+    }
+
+    /// Always Allow: the caller's program joins the item's trusted applications (the engine adds it as it reads
+    /// the secret with that decision), so no later process of that program is asked, even after a restart.
+    func rememberTrust(_ keychain: KeychainReference, _ id: UUID) -> Bool {
+        let context = AuthenticationContext(prompter: DecidedPrompter(decision: .alwaysAllow))
+        let query: [String: QueryValue] = ["v_PersistentRef": .data(reference(id)), "r_Data": true,
+                                           "u_AuthCtx": .authenticationContext(context)]
+        return (try? service.search(query, in: keychain)) != nil
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import KeychainCore
+import KeychainDBus
+import KeychainInterface
+import Synchronization
+
+/// Prompt objects (org.freedesktop.Secret.Prompt): what needs the user (a keychain password, a yes for another
+/// program's item) is handed back to the client as a prompt; its `Prompt` call asks, on a thread of its own, so the
+/// bus keeps serving everyone else while the user thinks, and `Completed` goes to that client alone once the work
+/// is done. `Dismiss` ends it at once: what is answered afterwards changes nothing.
+extension SecretServiceServer {
+    static let promptPrefix = "/org/freedesktop/secrets/prompt/"
+    static let promptInterface = "org.freedesktop.Secret.Prompt"
+
+    /// A prompt's work: asks the user through `prompter` (nil: nobody can be asked) and applies the answer unless
+    /// `isDismissed` says the client gave up meanwhile. Returns the result, or nil when dismissed or refused.
+    typealias PromptWork = @Sendable (_ prompter: (any Prompter)?, _ isDismissed: @Sendable () -> Bool) -> DBusValue?
+
+    final class PendingPrompt: Sendable {
+        let owner: String
+        let work: PromptWork
+        /// What Completed carries when the prompt is dismissed (an empty value of the result's type).
+        let emptyResult: DBusValue
+        private let state = Mutex<(started: Bool, finished: Bool)>((false, false))
+
+        init(owner: String, emptyResult: DBusValue, work: @escaping PromptWork) {
+            self.owner = owner
+            self.work = work
+            self.emptyResult = emptyResult
+        }
+
+        /// True the first time only: a prompt runs once.
+        func start() -> Bool { state.withLock { state in defer { state.started = true }; return !state.started } }
+        /// True the first time only: Completed is sent once.
+        func finish() -> Bool { state.withLock { state in defer { state.finished = true }; return !state.finished } }
+        var isFinished: Bool { state.withLock { $0.finished } }
+    }
+
+    /// A new prompt of `owner`'s; its path is what the method returns beside its immediate result.
+    func makePrompt(owner: String, emptyResult: DBusValue, work: @escaping PromptWork) -> String {
+        let prompt = PendingPrompt(owner: owner, emptyResult: emptyResult, work: work)
+        return state.withLock { state in
+            let path = Self.promptPrefix + "p\(state.nextPrompt)"
+            state.nextPrompt += 1
+            if state.prompts.count >= 256, let oldest = state.prompts.keys.sorted().first { state.prompts.removeValue(forKey: oldest) }
+            state.prompts[path] = prompt
+            return path
+        }
+    }
+
+    /// Prompt(window-id) and Dismiss() on a prompt of the caller's (another client's prompt does not exist for it).
+    func promptCall(_ member: String, path: String, caller: String) throws -> [DBusValue] {
+        guard let prompt = state.withLock({ $0.prompts[path] }), prompt.owner == caller else { throw Failure.unknownObject(path) }
+        switch member {
+        case "Prompt":
+            guard prompt.start() else { return [] }  // already running: its Completed is on the way
+            let started = DetachedThread.start(name: "keychaind-prompt", stackSize: 1 << 20) { [self] in
+                let result = prompt.work(desktopPrompter()) { prompt.isFinished }
+                complete(path, prompt, dismissed: result == nil, result: result ?? prompt.emptyResult)
+            }
+            if !started { complete(path, prompt, dismissed: true, result: prompt.emptyResult) }
+            return []
+        case "Dismiss":
+            complete(path, prompt, dismissed: true, result: prompt.emptyResult)
+            return []
+        default:
+            throw unknownMethod(member)
+        }
+    }
+
+    private func complete(_ path: String, _ prompt: PendingPrompt, dismissed: Bool, result: DBusValue) {
+        guard prompt.finish() else { return }
+        state.withLock { _ = $0.prompts.removeValue(forKey: path) }
+        _ = try? connection.send(.signal(path: path, interface: Self.promptInterface, member: "Completed",
+                                         body: [.boolean(dismissed), .variant(result)], destination: prompt.owner))
+    }
+
+    /// pinentry on the desktop session's display: keychaind's own DISPLAY / WAYLAND_DISPLAY, else the ones the
+    /// session gave systemd's user manager after keychaind started (a socket-activated keychaind may start before
+    /// the display exists). nil when there is no display: nobody can be asked.
+    func desktopPrompter() -> (any Prompter)? {
+        var environment = self.environment
+        let names = ["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"]
+        if environment["DISPLAY"] == nil, environment["WAYLAND_DISPLAY"] == nil {
+            var ask = DBusMessage.methodCall(destination: "org.freedesktop.systemd1", path: "/org/freedesktop/systemd1",
+                                             interface: Self.propertiesInterface, member: "Get",
+                                             body: [.string("org.freedesktop.systemd1.Manager"), .string("Environment")])
+            ask.flags.insert(.noAutoStart)  // only a manager that runs: never start one to ask it
+            let reply = try? connection.call(ask)
+            if case .variant(let value)? = reply?.body.first, let entries = value.arrayElements {
+                for case .string(let entry) in entries {
+                    let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+                    if parts.count == 2, names.contains(parts[0]) { environment[parts[0]] = parts[1] }
+                }
+            }
+        }
+        guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else { return nil }
+        return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry", environment: environment)
+    }
+
+    /// A client that left: its prompts go (one still asking finishes, and its answer is dropped).
+    func forgetPrompts(of owner: String) {
+        let gone = state.withLock { state in
+            let gone = state.prompts.filter { $0.value.owner == owner }
+            for path in gone.keys { state.prompts.removeValue(forKey: path) }
+            return gone.values
+        }
+        for prompt in gone { _ = prompt.finish() }
+    }
+}
+
+/// A prompter that answers every question the same way, without asking: the decision a prompt already got from
+/// the user, handed to the engine for the read or the remembered trust it applies.
+struct DecidedPrompter: Prompter {
+    let decision: ConfirmationResponse
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse { .unavailable }
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse { decision }
+}
