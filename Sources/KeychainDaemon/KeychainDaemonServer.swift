@@ -99,7 +99,7 @@ public final class KeychainDaemonServer: Sendable {
                 let paths = files
                 for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
                     if slept && file.lockForSleep() || file.lockIfIdle() {
-                        events.publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
+                        publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
                     }
                 }
                 if socketAtStart != nil, Self.identity(of: socket.path) != socketAtStart {
@@ -170,7 +170,11 @@ public final class KeychainDaemonServer: Sendable {
     /// bus names is identified like a socket peer and gets a service that sees every access group (as `security`
     /// does: the Secret Service has no groups) with its own program for the items' trusted-application lists.
     public func serveSecretService(on connection: DBusConnection, replace: Bool) throws(SecretServiceServer.StartError) {
-        let server = SecretServiceServer(connection: connection) { [self] peer in
+        // What the collection list is (read as keychaind itself sees the preferences).
+        let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
+                                               baseConfiguration: fileConfiguration)
+        let server = SecretServiceServer(connection: connection, keychains: { SecretServiceObjects.collections(of: observer) },
+                                         publish: { [self] event in publish(event) }) { [self] peer in
             guard let claimed = policy.caller(for: peer) else { return nil }
             let caller = Caller(accessGroups: ["org.freedesktop.secrets", Caller.wildcardGroup], application: claimed.application)
             return register(EmbeddedKeychainService(locations: locations, caller: caller, baseConfiguration: fileConfiguration))
@@ -180,6 +184,12 @@ public final class KeychainDaemonServer: Sendable {
     }
 
     private let secretService = Mutex<SecretServiceServer?>(nil)
+
+    /// A change to the keychains, from any door: to the socket's event subscribers and the Secret Service's bus.
+    private func publish(_ event: KeychainEvent) {
+        events.publish(event)
+        secretService.withLock { $0 }?.announce(event)
+    }
 
     private func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {
         active.withLock { $0[ObjectIdentifier(service)] = service }
@@ -246,7 +256,7 @@ public final class KeychainDaemonServer: Sendable {
                 response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
                 if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
                                                                                            pid: peer.pid) {
-                    events.publish(event)
+                    publish(event)
                 }
             } catch {
                 response = .failure(KeychainError(.param, error.message))

@@ -227,6 +227,101 @@ struct SecretServiceTests {
         #expect(heard.withLock { $0 } == ["ItemCreated", "ItemChanged", "ItemDeleted"])
     }
 
+    @Test("collections follow the keychains, whoever changes them: created, locked, deleted; SetAlias moves the default")
+    func collectionSignals() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let listener = try DBusConnection(address: desktop.address)
+        defer { listener.close() }
+        for interface in ["org.freedesktop.Secret.Service", "org.freedesktop.DBus.Properties"] {
+            _ = try listener.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                              interface: "org.freedesktop.DBus", member: "AddMatch",
+                                              body: [.string("type='signal',interface='\(interface)'")]))
+        }
+        let heard = Mutex<[String]>([])
+        listener.startReceiving { message in
+            guard message.kind == .signal, let member = message.member, let path = message.path else { return }
+            var line = "\(member) \(message.body.first?.stringValue ?? "") \(path)"
+            if member == "PropertiesChanged", case .dictionary(_, _, let entries) = message.body[1] {
+                line += " " + entries.map { entry in
+                    let value = entry.value == .variant(.boolean(true)) ? "true" : entry.value == .variant(.boolean(false)) ? "false" : "…"
+                    return "\(entry.key.stringValue ?? "")=\(value)"
+                }.joined(separator: ",")
+            }
+            heard.withLock { $0.append(line) }
+        }
+        func waitFor(_ fragment: String) -> Bool {
+            for _ in 0..<250 {
+                if heard.withLock({ $0.contains { $0.contains(fragment) } }) { return true }
+                usleep(20_000)
+            }
+            return false
+        }
+        let prefix = "/org/freedesktop/secrets/collection/"
+        // The first store creates the default keychain (nobody to ask here: without a password).
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=L", "service", "c", stdin: "x").status == 0)
+        #expect(waitFor("CollectionCreated \(prefix)login "))
+        // Through the socket (security): a new keychain in the search list, locked, deleted.
+        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "work").status == 0)
+        #expect(try desktop.run("security", "list-keychains", "-s", "login", "work").status == 0)
+        #expect(waitFor("CollectionCreated \(prefix)work "))
+        #expect(try desktop.run("security", "lock-keychain", "work").status == 0)
+        #expect(waitFor("PropertiesChanged org.freedesktop.Secret.Collection \(prefix)work Locked=true"))
+        #expect(waitFor("CollectionChanged \(prefix)work "))
+        // SetAlias default: the default keychain is now work (as `security default-keychain -s work`).
+        _ = try listener.call(.methodCall(destination: "org.freedesktop.secrets", path: "/org/freedesktop/secrets",
+                                          interface: "org.freedesktop.Secret.Service", member: "SetAlias",
+                                          body: [.string("default"), .objectPath(prefix + "work")]))
+        #expect(try desktop.run("security", "default-keychain").stdout.contains("work.keychain-db"))
+        let alias = try listener.call(.methodCall(destination: "org.freedesktop.secrets", path: "/org/freedesktop/secrets",
+                                                  interface: "org.freedesktop.Secret.Service", member: "ReadAlias",
+                                                  body: [.string("default")]))
+        #expect(alias.body.first == .objectPath(prefix + "work"))
+        #expect(try desktop.run("security", "delete-keychain", "work").status == 0)
+        #expect(waitFor("CollectionDeleted \(prefix)work "))
+    }
+
+    @Test("CreateCollection asks for the new keychain's password in a prompt; Delete asks before it deletes (secretstorage)",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func createAndDeleteCollection() throws {
+        let desktop = try Desktop()
+        let pinentry = try DaemonTests.ScriptedPinentry(in: desktop.home.tool.home)
+        #expect(try desktop.startDaemon(settings: ["PINENTRY_PROGRAM": pinentry.program.path, "DISPLAY": ":kc-test"]) == "ready")
+        let script = desktop.home.tool.home.appendingPathComponent("collections.py")
+        try """
+            import sys, secretstorage
+            connection = secretstorage.dbus_init()
+            if sys.argv[1] == "create":
+                collection = secretstorage.create_collection(connection, "Work Stuff")
+                print(collection.collection_path, collection.is_locked())
+                collection.create_item("w", {"k": "v"}, b"work-secret")
+            else:
+                [collection] = [c for c in secretstorage.get_all_collections(connection) if c.collection_path.endswith("/Work_Stuff")]
+                try:
+                    collection.delete()
+                    print("deleted")
+                except secretstorage.exceptions.PromptDismissedException:
+                    print("kept")
+            """.write(to: script, atomically: true, encoding: .utf8)
+        // Two different passwords first (asked again), then the same one twice.
+        try pinentry.answer("pin:one", "pin:two", "pin:pw", "pin:pw")
+        let created = try desktop.run("/usr/bin/env", "python3", script.path, "create")
+        #expect(created.stdout == "/org/freedesktop/secrets/collection/Work_Stuff False\n", "\(created.stderr)")
+        #expect(pinentry.passwordRequests == 4)
+        #expect(try desktop.run("security", "list-keychains").stdout.contains("Work_Stuff.keychain-db"))
+        // The password the user chose is the keychain's.
+        #expect(try desktop.run("security", "lock-keychain", "Work_Stuff").status == 0)
+        #expect(try desktop.run("security", "unlock-keychain", "-p", "pw", "Work_Stuff").status == 0)
+        // Delete: Deny keeps it, Allow deletes the file.
+        try pinentry.answer("deny")
+        #expect(try desktop.run("/usr/bin/env", "python3", script.path, "delete").stdout == "kept\n")
+        #expect(try desktop.run("security", "list-keychains").stdout.contains("Work_Stuff.keychain-db"))
+        try pinentry.answer("allow")
+        #expect(try desktop.run("/usr/bin/env", "python3", script.path, "delete").stdout == "deleted\n")
+        #expect(!(try desktop.run("security", "list-keychains").stdout.contains("Work_Stuff")))
+        #expect(pinentry.confirmations == 2)
+    }
+
     @Test("a second keychaind cannot take org.freedesktop.secrets while it is owned, and says why")
     func nameOwned() throws {
         let desktop = try Desktop()

@@ -134,6 +134,7 @@ extension SecretServiceObjects {
                 guard !isDismissed() else { return .dismissed }
                 do throws(KeychainError) {
                     try service.unlock(keychain, password: password)
+                    server.changed(.unlock, keychain, by: caller)
                     return .unlocked
                 } catch {
                     guard error.status == .authFailed else { return .refused }

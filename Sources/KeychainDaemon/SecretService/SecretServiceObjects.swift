@@ -17,17 +17,24 @@ struct SecretServiceObjects: Sendable {
         self.service = service
         self.server = server
         self.caller = caller
+        collections = Self.collections(of: service)
+    }
+
+    /// The keychains served as collections: the search list's, and the default keychain, those that exist.
+    static func collections(of service: EmbeddedKeychainService) -> [KeychainReference] {
         var list = service.searchList()
         let preferred = service.defaultKeychain()
         if !list.contains(preferred) { list.insert(preferred, at: 0) }
-        collections = list.filter { (try? service.state(of: $0).exists) == true }
+        return list.filter { (try? service.state(of: $0).exists) == true }
     }
 
     // MARK: - Paths
 
     /// A keychain's collection name: its file name without `.keychain-db`, other characters than [A-Za-z0-9_] as `_`.
-    static func name(of keychain: KeychainReference) -> String {
-        var base = URL(fileURLWithPath: keychain.path).lastPathComponent
+    static func name(of keychain: KeychainReference) -> String { name(ofPath: keychain.path) }
+
+    static func name(ofPath path: String) -> String {
+        var base = URL(fileURLWithPath: path).lastPathComponent
         for suffix in [".keychain-db", ".keychain"] where base.hasSuffix(suffix) { base.removeLast(suffix.count) }
         let cleaned = String(base.unicodeScalars.map { scalar -> Character in
             scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || scalar == "_") ? Character(scalar) : "_"
@@ -123,7 +130,10 @@ struct SecretServiceObjects: Sendable {
             guard alias == "default", (try? service.state(of: keychain).exists) == true else { return [.objectPath("/")] }
             return [.objectPath(collectionPath(keychain))]
         case "SetAlias":
-            throw Failure(name: "org.freedesktop.DBus.Error.NotSupported", message: "aliases follow the default keychain (security default-keychain -s)")
+            guard arguments.count == 2, let name = arguments[0].stringValue, let path = arguments[1].stringValue else {
+                throw Failure.invalidArgs("SetAlias(s, o)")
+            }
+            return try setAlias(name, path)
         case "Unlock":
             guard let paths = arguments.first?.arrayElements else { throw Failure.invalidArgs("Unlock(ao)") }
             return try unlock(paths)
@@ -133,15 +143,15 @@ struct SecretServiceObjects: Sendable {
             for value in paths {
                 guard let path = value.stringValue, let (keychain, id) = try? resolve(path), id == nil else { continue }
                 try service.lock(keychain)
+                server.changed(.lock, keychain, by: caller)
                 done.append(value)
             }
             return [.array(elementSignature: "o", done), .objectPath("/")]
         case "CreateCollection":
-            // The first store creates the default keychain (without a password, as the first SecItem call does);
-            // other collections are keychains made with `security create-keychain`.
-            let keychain = service.defaultKeychain()
-            try service.createKeychainIfMissing(keychain, password: nil, settings: .never)
-            return [.objectPath(collectionPath(keychain)), .objectPath("/")]
+            guard arguments.count == 2, let properties = arguments[0].dictionaryEntries, let alias = arguments[1].stringValue
+            else { throw Failure.invalidArgs("CreateCollection(a{sv}, s)") }
+            let label = properties.first { $0.key.stringValue == "org.freedesktop.Secret.Collection.Label" }?.value.stringValue
+            return try createCollection(label: label ?? "", alias: alias)
         default:
             throw server.unknownMethod(member)
         }
@@ -185,16 +195,17 @@ struct SecretServiceObjects: Sendable {
                 try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
                                    with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain)
                 server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, existing.uuid))
+                server.changed(.update, keychain, by: caller)
                 return [.objectPath(itemPath(keychain, existing.uuid)), .objectPath("/")]
             }
             item["v_Data"] = .secret(secret)
             item["r_Attributes"] = true
             let stored = try service.add(item, to: keychain)
             server.itemSignal("ItemCreated", collection: collectionPath(keychain), item: itemPath(keychain, stored.item.uuid))
+            server.changed(.add, keychain, by: caller)
             return [.objectPath(itemPath(keychain, stored.item.uuid)), .objectPath("/")]
         case "Delete":
-            throw Failure(name: "org.freedesktop.DBus.Error.NotSupported",
-                          message: "collections are keychains: delete one with `security delete-keychain`")
+            return deleteCollection(keychain)
         default:
             throw server.unknownMethod(member)
         }
@@ -215,11 +226,13 @@ struct SecretServiceObjects: Sendable {
             let (secret, _) = try secretArgument(argument)
             try service.update(["v_PersistentRef": .data(reference(id))], with: ["v_Data": .secret(secret)], in: keychain)
             server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, id))
+            server.changed(.update, keychain, by: caller)
             return []
         case "Delete":
             _ = try unlockedItem(keychain, id)
             try service.delete(["v_PersistentRef": .data(reference(id))], in: keychain)
             server.itemSignal("ItemDeleted", collection: collectionPath(keychain), item: itemPath(keychain, id))
+            server.changed(.delete, keychain, by: caller)
             return [.objectPath("/")]
         default:
             throw server.unknownMethod(member)
@@ -331,6 +344,8 @@ struct SecretServiceObjects: Sendable {
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) is read-only")
             }
             server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, id))
+            server.propertiesChanged(itemPath(keychain, id), interface: SecretServiceServer.itemInterface, [name: value])
+            server.changed(.update, keychain, by: caller)
             return []
         default:
             throw server.unknownMethod(member)
@@ -346,8 +361,9 @@ struct SecretServiceObjects: Sendable {
         let locked = isLocked(keychain)
         guard let id else {
             guard interface == SecretServiceServer.collectionInterface else { return [:] }
+            let times = fileTimes(keychain)
             var values: [String: DBusValue] = ["Label": .string(Self.name(of: keychain)), "Locked": .boolean(locked),
-                                               "Created": .uint64(0), "Modified": .uint64(0)]
+                                               "Created": .uint64(times.created), "Modified": .uint64(times.modified)]
             if wanted == nil || wanted == "Items" {
                 let items = locked ? [] : try search([:], in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }
                 values["Items"] = .array(elementSignature: "o", items)

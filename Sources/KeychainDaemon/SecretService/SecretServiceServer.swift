@@ -34,6 +34,10 @@ public final class SecretServiceServer: Sendable {
     private let serviceForPeer: ServiceForPeer
     /// keychaind's environment: where prompts find the display and the pinentry (PINENTRY_PROGRAM).
     let environment: [String: String]
+    /// The keychains served as collections now (the search list and the default), for the collection signals.
+    private let keychains: @Sendable () -> [KeychainReference]
+    /// Where changes go (keychaind's event fan-out, which calls ``announce(_:)`` back); nil: straight to the bus.
+    private let eventSink: (@Sendable (KeychainEvent) -> Void)?
     struct State {
         var sessions: [String: Session] = [:]
         var nextSession = 1
@@ -47,6 +51,10 @@ public final class SecretServiceServer: Sendable {
         var allowed: [String: Set<UUID>] = [:]
         /// Keychains whose password is being asked for now: one question per keychain, whoever else needs it.
         var unlocking: Set<String> = []
+        /// Each caller's process id (for the events its changes cause).
+        var pids: [String: Int32] = [:]
+        /// The collections last announced (CollectionCreated / CollectionDeleted are the difference).
+        var knownCollections: Set<String> = []
     }
     let state = Mutex(State())
 
@@ -61,11 +69,20 @@ public final class SecretServiceServer: Sendable {
     }
 
     public init(connection: DBusConnection, environment: [String: String] = ProcessInfo.processInfo.environment,
-                serviceForPeer: @escaping ServiceForPeer) {
+                keychains: @escaping @Sendable () -> [KeychainReference] = { [] },
+                publish: (@Sendable (KeychainEvent) -> Void)? = nil, serviceForPeer: @escaping ServiceForPeer) {
         self.connection = connection
         self.environment = environment
+        self.keychains = keychains
+        self.eventSink = publish
         self.serviceForPeer = serviceForPeer
     }
+
+    func publish(_ event: KeychainEvent) {
+        if let eventSink { eventSink(event) } else { announce(event) }
+    }
+
+    func collectionPaths() -> [String] { keychains().map { Self.collectionPrefix + SecretServiceObjects.name(of: $0) } }
 
     /// Takes the name `org.freedesktop.secrets` (with `replace`, from its current owner if that one allows it) and
     /// serves it. Another owner: an error naming the problem, as gnome-keyring-daemon would be left running.
@@ -84,6 +101,8 @@ public final class SecretServiceServer: Sendable {
         } catch {
             throw StartError(description: "cannot take \(Self.busName): \(error)")
         }
+        let collections = Set(collectionPaths())
+        state.withLock { $0.knownCollections = collections }
         connection.startReceiving({ [self] message in
             guard message.kind == .methodCall else {
                 if message.kind == .signal, message.member == "NameOwnerChanged" { forget(message) }
@@ -104,6 +123,7 @@ public final class SecretServiceServer: Sendable {
             state.services.removeValue(forKey: name)
             state.sessions = state.sessions.filter { $0.value.owner != name }
             state.allowed.removeValue(forKey: name)
+            state.pids.removeValue(forKey: name)
         }
         forgetPrompts(of: name)
     }
@@ -214,6 +234,10 @@ public final class SecretServiceServer: Sendable {
               uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid)
         else { throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program") }
         let program = peer.program
+        state.withLock { state in
+            if state.pids.count > 256 { state.pids.removeAll() }
+            state.pids[sender] = Int32(pid)
+        }
         if let known = state.withLock({ $0.programs[program] }) {
             state.withLock { $0.services[sender] = known }
             return known

@@ -1,0 +1,116 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainDBus
+
+/// Collections made, deleted and aliased through the Secret Service: each is a keychain file, so these are the
+/// same acts as `security create-keychain`, `delete-keychain` and `default-keychain -s`, asked of the user first.
+extension SecretServiceObjects {
+    /// CreateCollection(properties, alias): the existing keychain the alias or label names, else a new keychain
+    /// whose password the user chooses in a prompt (the result is its path). With nobody to ask, the default
+    /// keychain is made at once without a password, as the first SecItem call makes it.
+    func createCollection(label: String, alias: String) throws -> [DBusValue] {
+        let keychain: KeychainReference
+        if alias == "default" || label.isEmpty {
+            keychain = service.defaultKeychain()
+        } else {
+            keychain = service.resolve(Self.fileName(forLabel: label))
+        }
+        if (try? service.state(of: keychain).exists) == true { return [.objectPath(collectionPath(keychain)), .objectPath("/")] }
+        guard server.desktopPrompter() != nil else {
+            guard keychain == service.defaultKeychain() else {
+                throw Failure(name: "org.freedesktop.DBus.Error.NotSupported",
+                              message: "a new keychain needs its password chosen, and there is no display to ask on")
+            }
+            try service.createKeychainIfMissing(keychain, password: nil, settings: .never)
+            server.changed(.keychainListChanged, keychain, by: caller)
+            return [.objectPath(collectionPath(keychain)), .objectPath("/")]
+        }
+        let prompt = server.makePrompt(owner: caller, emptyResult: .objectPath("/")) { [objects = self] prompter, isDismissed in
+            guard let prompter, let password = objects.askNewPassword(for: keychain, prompter: prompter), !isDismissed()
+            else { return nil }
+            do throws(KeychainError) {
+                try objects.service.createKeychainIfMissing(keychain, password: password.isEmpty ? nil : password,
+                                                            settings: .never)
+                if keychain != objects.service.defaultKeychain(), !objects.service.searchList().contains(keychain) {
+                    try objects.service.setSearchList(objects.service.searchList() + [keychain])
+                }
+            } catch {
+                return nil
+            }
+            objects.server.changed(.keychainListChanged, keychain, by: objects.caller)
+            return .objectPath(objects.collectionPath(keychain))
+        }
+        return [.objectPath("/"), .objectPath(prompt)]
+    }
+
+    /// A keychain file name for a collection label: letters, digits, `-`, `_` and `.`, others as `_`.
+    static func fileName(forLabel label: String) -> String {
+        let cleaned = String(label.unicodeScalars.prefix(64).map { scalar -> Character in
+            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "-_.".unicodeScalars.contains(scalar))
+                ? Character(scalar) : "_"
+        })
+        return cleaned.hasPrefix(".") ? "_" + cleaned : cleaned
+    }
+
+    /// The new keychain's password, typed twice (empty: no password); nil when cancelled or nobody answers.
+    func askNewPassword(for keychain: KeychainReference, prompter: any Prompter) -> SecretBytes? {
+        let program = service.caller.application?.path ?? "A program"
+        var complaint: String?
+        for _ in 0..<3 {
+            let description = "\(program) wants to create the keychain \u{201C}\(Self.name(of: keychain))\u{201D}. "
+                + "Choose its password (empty: a keychain without a password)."
+            guard case .entered(let first) = prompter.requestPassword(PasswordRequest(
+                kind: .keychainPassword, description: description, prompt: "Password:", error: complaint)),
+                case .entered(let second) = prompter.requestPassword(PasswordRequest(
+                    kind: .keychainPassword, description: description, prompt: "Repeat:"))
+            else { return nil }
+            if first == second { return first }
+            complaint = "The passwords did not match, try again."
+        }
+        return nil
+    }
+
+    /// Collection.Delete: deletes the keychain file and every item in it once the user says yes (a prompt).
+    func deleteCollection(_ keychain: KeychainReference) -> [DBusValue] {
+        let prompt = server.makePrompt(owner: caller, emptyResult: .string("")) { [objects = self] prompter, isDismissed in
+            guard let prompter else { return nil }
+            let program = objects.service.caller.application?.path ?? "A program"
+            let question = "\(program) wants to delete the keychain \u{201C}\(Self.name(of: keychain))\u{201D} and every item in it."
+            switch prompter.requestConfirmation(ConfirmationRequest(description: question)) {
+            case .allow, .alwaysAllow:
+                guard !isDismissed(), (try? objects.service.deleteKeychain(keychain)) != nil else { return nil }
+                objects.server.changed(.keychainListChanged, keychain, by: objects.caller)
+                return .string("")
+            case .deny, .cancelled, .unavailable:
+                return nil
+            }
+        }
+        return [.objectPath(prompt)]
+    }
+
+    /// SetAlias(name, collection): `default` is the default keychain (`security default-keychain -s`). No other
+    /// alias is kept: the keychain has one default and a search list, nothing else to name.
+    func setAlias(_ name: String, _ path: String) throws -> [DBusValue] {
+        guard name == "default" else {
+            throw Failure(name: "org.freedesktop.DBus.Error.NotSupported", message: "only the alias default is kept")
+        }
+        guard path != "/", let (keychain, id) = try resolve(path), id == nil else {
+            throw Failure(name: "org.freedesktop.Secret.Error.NoSuchObject", message: "no collection at \(path)")
+        }
+        try service.setDefaultKeychain(keychain)
+        server.changed(.defaultChanged, keychain, by: caller)
+        return []
+    }
+
+    /// A collection's Created and Modified: its file's birth (status change, where the file system has no birth
+    /// time) and modification times, in seconds since 1970.
+    func fileTimes(_ keychain: KeychainReference) -> (created: UInt64, modified: UInt64) {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: keychain.path) else { return (0, 0) }
+        // Writes land in the write-ahead log first; the file itself changes when the log is folded back.
+        let log = try? FileManager.default.attributesOfItem(atPath: keychain.path + "-wal")
+        let modified = [attributes, log ?? [:]].compactMap { ($0[.modificationDate] as? Date)?.timeIntervalSince1970 }.max() ?? 0
+        let created = (attributes[.creationDate] as? Date)?.timeIntervalSince1970 ?? modified
+        return (UInt64(max(0, created)), UInt64(max(0, modified)))
+    }
+}
