@@ -322,6 +322,39 @@ struct SecretServiceTests {
         #expect(pinentry.confirmations == 2)
     }
 
+    @Test("the session collection: in memory only, the creating program reads it, gone when keychaind stops",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func sessionCollection() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let script = desktop.home.tool.home.appendingPathComponent("session.py")
+        try """
+            import sys, secretstorage
+            connection = secretstorage.dbus_init()
+            collection = secretstorage.get_collection_by_alias(connection, "session")
+            if sys.argv[1] == "store":
+                print(collection.collection_path, collection.is_locked())
+                collection.create_item("temp", {"app": "mem"}, b"in-memory-only")
+            print([item.get_secret().decode() for item in collection.search_items({"app": "mem"})])
+            """.write(to: script, atomically: true, encoding: .utf8)
+        let stored = try desktop.run("/usr/bin/env", "python3", script.path, "store")
+        #expect(stored.stdout == "/org/freedesktop/secrets/collection/session False\n['in-memory-only']\n", "\(stored.stderr)")
+        // Another process of the same program reads it; another program (secret-tool) finds it locked, and with no
+        // display to ask on it stays so.
+        #expect(try desktop.run("/usr/bin/env", "python3", script.path, "read").stdout == "['in-memory-only']\n")
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "app", "mem").stdout == "")
+        #expect(try desktop.run("/usr/bin/secret-tool", "search", "app", "mem").stdout.contains("label = temp"))
+        // Nothing of it on disk.
+        let home = desktop.home.tool.home.path
+        let grep = try desktop.run("/usr/bin/grep", "-r", "-l", "-a", "in-memory-only", home, "--exclude=session.py")
+        #expect(grep.stdout == "")
+        // keychaind stopped: gone.
+        if let daemon = desktop.daemon { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+        desktop.daemon = nil
+        #expect(try desktop.startDaemon() == "ready")
+        #expect(try desktop.run("/usr/bin/env", "python3", script.path, "read").stdout == "[]\n")
+    }
+
     @Test("a second keychaind cannot take org.freedesktop.secrets while it is owned, and says why")
     func nameOwned() throws {
         let desktop = try Desktop()

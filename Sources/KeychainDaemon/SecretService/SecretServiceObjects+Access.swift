@@ -34,7 +34,13 @@ extension SecretServiceObjects {
         var done: [String] = []
         var keychains: [(KeychainReference, [String])] = []  // locked keychains, with the collection paths asked
         var items: [(String, KeychainReference, UUID)] = []  // items that may need the keychain or a yes
+        var sessionAsks: [(String, UUID)] = []  // another program's items of the session collection
         for case .objectPath(let path) in paths {
+            if path == SecretSessionCollection.path { done.append(path) }  // never locked
+            if let id = SecretSessionCollection.itemID(path), let item = sessionItems.item(id) {
+                if isReadable(item, id) { done.append(path) } else { sessionAsks.append((path, id)) }
+                continue
+            }
             guard let (keychain, id) = try? resolve(path) else { continue }
             let locked = isLocked(keychain)
             if locked, !keychains.contains(where: { $0.0 == keychain }) { keychains.append((keychain, [])) }
@@ -49,9 +55,9 @@ extension SecretServiceObjects {
             }
         }
         let unlocked = DBusValue.array(elementSignature: "o", done.map { .objectPath($0) })
-        guard !keychains.isEmpty || !items.isEmpty else { return [unlocked, .objectPath("/")] }
+        guard !keychains.isEmpty || !items.isEmpty || !sessionAsks.isEmpty else { return [unlocked, .objectPath("/")] }
         let prompt = server.makePrompt(owner: caller, emptyResult: .array(elementSignature: "o", [])) {
-            [objects = self, done, keychains, items] prompter, isDismissed in
+            [objects = self, done, keychains, items, sessionAsks] prompter, isDismissed in
             guard let prompter else { return nil }  // nobody to ask: locked it stays, and the client is told at once
             var result = done
             for (keychain, collectionPaths) in keychains {
@@ -68,7 +74,10 @@ extension SecretServiceObjects {
                     result.append(path)
                     continue
                 }
-                switch prompter.requestConfirmation(ConfirmationRequest(description: objects.consentQuestion(for: item))) {
+                let label = item.attributes["labl"]?.stringValue ?? item.attributes["svce"]?.stringValue ?? ""
+                let changed = objects.service.caller.application.map { item.applicationAccess?.trustedEarlierBuild(of: $0) == true }
+                switch prompter.requestConfirmation(ConfirmationRequest(
+                    description: objects.consentQuestion(label: label, changed: changed == true))) {
                 case .allow:
                     guard !isDismissed() else { return nil }
                     objects.server.allow(id, for: objects.caller)
@@ -76,6 +85,23 @@ extension SecretServiceObjects {
                 case .alwaysAllow:
                     guard !isDismissed() else { return nil }
                     if objects.rememberTrust(keychain, id) { result.append(path) }
+                case .deny, .cancelled: continue
+                case .unavailable: return nil
+                }
+            }
+            for (path, id) in sessionAsks {
+                guard let item = objects.sessionItems.item(id) else { continue }
+                let changed = objects.service.caller.application.map { item.access?.trustedEarlierBuild(of: $0) == true }
+                switch prompter.requestConfirmation(ConfirmationRequest(
+                    description: objects.consentQuestion(label: item.label, changed: changed == true))) {
+                case .allow:
+                    guard !isDismissed() else { return nil }
+                    objects.server.allow(id, for: objects.caller)
+                    result.append(path)
+                case .alwaysAllow:
+                    guard !isDismissed(), let application = objects.service.caller.application else { return nil }
+                    objects.sessionItems.update(id) { $0.access = $0.access?.trusting(application) }
+                    result.append(path)
                 case .deny, .cancelled: continue
                 case .unavailable: return nil
                 }
@@ -147,13 +173,10 @@ extension SecretServiceObjects {
         return .refused
     }
 
-    func consentQuestion(for item: Item) -> String {
+    func consentQuestion(label: String, changed: Bool) -> String {
         let program = service.caller.application?.path ?? "A program"
-        let label = item.attributes["labl"]?.stringValue ?? item.attributes["svce"]?.stringValue ?? ""
         var text = "\(program) wants to use the secret of \u{201C}\(label)\u{201D} in your keychain."
-        if let application = service.caller.application, item.applicationAccess?.trustedEarlierBuild(of: application) == true {
-            text += " The program has changed since it was last allowed."
-        }
+        if changed { text += " The program has changed since it was last allowed." }
         return text
     }
 

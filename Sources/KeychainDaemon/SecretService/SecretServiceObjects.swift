@@ -25,7 +25,8 @@ struct SecretServiceObjects: Sendable {
         var list = service.searchList()
         let preferred = service.defaultKeychain()
         if !list.contains(preferred) { list.insert(preferred, at: 0) }
-        return list.filter { (try? service.state(of: $0).exists) == true }
+        // A keychain named `session` would be hidden by the in-memory collection of that name.
+        return list.filter { name(of: $0) != "session" && (try? service.state(of: $0).exists) == true }
     }
 
     // MARK: - Paths
@@ -108,6 +109,10 @@ struct SecretServiceObjects: Sendable {
                         if keychainLocked || !objects.isReadable(item) { locked.append(path) } else { unlocked.append(path) }
                     }
                 }
+                for (id, item) in objects.sessionItems.search(wanted) {
+                    let path = DBusValue.objectPath(SecretSessionCollection.itemPath(id))
+                    if objects.isReadable(item, id) { unlocked.append(path) } else { locked.append(path) }
+                }
                 return [.array(elementSignature: "o", unlocked), .array(elementSignature: "o", locked)]
             }
         case "GetSecrets":
@@ -117,6 +122,13 @@ struct SecretServiceObjects: Sendable {
             _ = try server.session(session, owner: caller)
             var entries: [DBusValue.DictionaryEntry] = []
             for case .objectPath(let path) in paths {
+                if let id = SecretSessionCollection.itemID(path) {
+                    if let item = try? unlockedSessionItem(id),
+                       let secret = try? secretStructure(item.secret, contentType: item.contentType, session: session) {
+                        entries.append(.init(.objectPath(path), secret))
+                    }
+                    continue
+                }
                 // Locked, unknown and refused items are left out, as the specification says.
                 guard let (keychain, id) = try? resolve(path), let id, !isLocked(keychain),
                       let secret = try? secretValue(keychain, id, session: session)
@@ -126,6 +138,7 @@ struct SecretServiceObjects: Sendable {
             return [.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]
         case "ReadAlias":
             guard let alias = arguments.first?.stringValue else { throw Failure.invalidArgs("ReadAlias(s)") }
+            if alias == "session" { return [.objectPath(SecretSessionCollection.path)] }
             let keychain = service.defaultKeychain()
             guard alias == "default", (try? service.state(of: keychain).exists) == true else { return [.objectPath("/")] }
             return [.objectPath(collectionPath(keychain))]
@@ -168,21 +181,10 @@ struct SecretServiceObjects: Sendable {
             guard !isLocked(keychain) else { return [.array(elementSignature: "o", [])] }
             return [.array(elementSignature: "o", try search(wanted, in: keychain).map { .objectPath(itemPath(keychain, $0.uuid)) })]
         case "CreateItem":
-            guard arguments.count == 3, let properties = arguments[0].dictionaryEntries, case .boolean(let replace) = arguments[2]
-            else { throw Failure.invalidArgs("CreateItem(a{sv}, (oayays), b)") }
+            let request = try itemRequest(arguments)
             guard !isLocked(keychain) else { throw Failure.isLocked }
-            let (secret, _) = try secretArgument(arguments[1])
-            var label = ""
-            var attributes: [String: String] = [:]
-            for entry in properties {
-                switch entry.key.stringValue {
-                case "org.freedesktop.Secret.Item.Label": label = entry.value.stringValue ?? ""
-                case "org.freedesktop.Secret.Item.Attributes":
-                    guard let pairs = entry.value.stringDictionaryValue else { throw Failure.invalidArgs("Attributes must be a{ss}") }
-                    attributes = pairs
-                default: continue
-                }
-            }
+            let (secret, _) = try secretArgument(request.secret)
+            let (label, attributes, replace) = (request.label, request.attributes, request.replace)
             guard SecretItemMapping.isStorable(attributes) else { throw Failure.invalidArgs("attribute names and values may not hold U+001E or U+001F") }
             var item = SecretItemMapping.itemAttributes(label: label, attributes: attributes)
             // Replace: the item with exactly this attribute set is updated in place and keeps its path. Without
@@ -209,6 +211,30 @@ struct SecretServiceObjects: Sendable {
         default:
             throw server.unknownMethod(member)
         }
+    }
+
+    /// CreateItem's arguments: the Label and Attributes properties, the Secret, and Replace.
+    struct ItemRequest {
+        var label = ""
+        var attributes: [String: String] = [:]
+        var secret: DBusValue
+        var replace: Bool
+    }
+
+    func itemRequest(_ arguments: [DBusValue]) throws -> ItemRequest {
+        guard arguments.count == 3, let properties = arguments[0].dictionaryEntries, case .boolean(let replace) = arguments[2]
+        else { throw Failure.invalidArgs("CreateItem(a{sv}, (oayays), b)") }
+        var request = ItemRequest(secret: arguments[1], replace: replace)
+        for entry in properties {
+            switch entry.key.stringValue {
+            case "org.freedesktop.Secret.Item.Label": request.label = entry.value.stringValue ?? ""
+            case "org.freedesktop.Secret.Item.Attributes":
+                guard let pairs = entry.value.stringDictionaryValue else { throw Failure.invalidArgs("Attributes must be a{ss}") }
+                request.attributes = pairs
+            default: continue
+            }
+        }
+        return request
     }
 
     // MARK: - Items
@@ -261,15 +287,21 @@ struct SecretServiceObjects: Sendable {
     /// The Secret structure (session, parameters, value, content type): the value itself in a plain session,
     /// encrypted under the session's key with the IV as parameters in an encrypted one.
     func secretValue(_ keychain: KeychainReference, _ id: UUID, session path: String) throws -> DBusValue {
-        let session = try server.session(path, owner: caller)
+        _ = try server.session(path, owner: caller)  // NoSession before the item is even looked at
         let item = try found(keychain, id, secret: true, options: readOptions(for: id))
-        var bytes = item.secret?.withUnsafeBytes { [UInt8]($0) } ?? []
+        return try secretStructure(item.secret ?? SecretBytes(Data()), contentType: "text/plain", session: path)
+    }
+
+    /// `secret` as a Secret structure for the caller's session at `path`.
+    func secretStructure(_ secret: SecretBytes, contentType: String, session path: String) throws -> DBusValue {
+        let session = try server.session(path, owner: caller)
+        var bytes = secret.withUnsafeBytes { [UInt8]($0) }
         defer { for i in bytes.indices { bytes[i] = 0 } }
         guard let cipher = session.cipher else {
-            return .structure([.objectPath(path), .bytes([]), .bytes(bytes), .string("text/plain")])
+            return .structure([.objectPath(path), .bytes([]), .bytes(bytes), .string(contentType)])
         }
         guard let (iv, ciphertext) = cipher.encrypt(bytes) else { throw Failure.invalidArgs("encryption failed") }
-        return .structure([.objectPath(path), .bytes(iv), .bytes(ciphertext), .string("text/plain")])
+        return .structure([.objectPath(path), .bytes(iv), .bytes(ciphertext), .string(contentType)])
     }
 
     /// A Secret argument: its session must be the caller's; its value decrypted when the session is encrypted.
@@ -324,6 +356,10 @@ struct SecretServiceObjects: Sendable {
             guard arguments.count == 3, let name = arguments[1].stringValue, case .variant(let value) = arguments[2] else {
                 throw Failure.invalidArgs("Set(s, s, v)")
             }
+            if path.hasPrefix(SecretSessionCollection.path) {
+                try setSessionProperty(path: path, name: name, value: value)
+                return []
+            }
             guard let (keychain, id) = try resolve(path), let id else {
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set here")
             }
@@ -355,7 +391,11 @@ struct SecretServiceObjects: Sendable {
     private func propertyValues(path: String, interface: String, only wanted: String?) throws -> [String: DBusValue] {
         if path == SecretServiceServer.servicePath {
             guard interface == SecretServiceServer.serviceInterface else { return [:] }
-            return ["Collections": .array(elementSignature: "o", collections.map { .objectPath(collectionPath($0)) })]
+            return ["Collections": .array(elementSignature: "o", (collections.map(collectionPath) + [SecretSessionCollection.path])
+                .map { .objectPath($0) })]
+        }
+        if path == SecretSessionCollection.path || SecretSessionCollection.itemID(path) != nil {
+            return try sessionPropertyValues(path: path, interface: interface)
         }
         guard let (keychain, id) = try resolve(path) else { throw Failure.unknownObject(path) }
         let locked = isLocked(keychain)

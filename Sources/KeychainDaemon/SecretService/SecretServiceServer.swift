@@ -57,6 +57,8 @@ public final class SecretServiceServer: Sendable {
         var knownCollections: Set<String> = []
     }
     let state = Mutex(State())
+    /// The in-memory `session` collection (one per keychaind).
+    let sessionCollection = SecretSessionCollection()
 
     /// An open session: who opened it, and its cipher (nil for `plain`).
     struct Session {
@@ -82,7 +84,10 @@ public final class SecretServiceServer: Sendable {
         if let eventSink { eventSink(event) } else { announce(event) }
     }
 
-    func collectionPaths() -> [String] { keychains().map { Self.collectionPrefix + SecretServiceObjects.name(of: $0) } }
+    func collectionPaths() -> [String] {
+        keychains().map { Self.collectionPrefix + SecretServiceObjects.name(of: $0) } + [SecretSessionCollection.path]
+    }
+
 
     /// Takes the name `org.freedesktop.secrets` (with `replace`, from its current owner if that one allows it) and
     /// serves it. Another owner: an error naming the problem, as gnome-keyring-daemon would be left running.
@@ -211,6 +216,8 @@ public final class SecretServiceServer: Sendable {
             closeSession(path, owner: sender)
             return []
         }
+        if path == SecretSessionCollection.path { return try objects.sessionCollectionCall(member, message.body) }
+        if let id = SecretSessionCollection.itemID(path) { return try objects.sessionItemCall(member, id, message.body) }
         if let (keychain, itemID) = try objects.resolve(path) {
             if let itemID { return try objects.itemCall(member, keychain: keychain, item: itemID, message.body) }
             return try objects.collectionCall(member, keychain: keychain, path: path, message.body)
