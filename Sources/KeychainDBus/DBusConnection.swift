@@ -45,6 +45,13 @@ public final class DBusConnection: @unchecked Sendable {
         return try DBusConnection(address: address)
     }
 
+    /// The system bus: `DBUS_SYSTEM_BUS_ADDRESS`, else the standard `/run/dbus/system_bus_socket`.
+    public static func systemBus(environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure)
+        -> DBusConnection
+    {
+        try DBusConnection(address: environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket")
+    }
+
     /// Connects to the first `unix:path=` or `unix:abstract=` of a bus address, authenticates and says Hello.
     public init(address: String) throws(Failure) {
         var target: (path: String, abstract: Bool)?

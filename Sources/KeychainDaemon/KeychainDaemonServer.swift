@@ -97,8 +97,9 @@ public final class KeychainDaemonServer: Sendable {
                 sleep(1)
                 let slept = sleepDetector.sleptSinceLastLook()
                 let paths = files
+                if slept { lockForSleep() }
                 for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
-                    if slept && file.lockForSleep() || file.lockIfIdle() {
+                    if file.lockIfIdle() {
                         publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
                     }
                 }
@@ -164,6 +165,43 @@ public final class KeychainDaemonServer: Sendable {
 
     private var files: Set<String> {
         active.withLock { $0.values.reduce(into: endedFiles.withLock { $0 }) { $0.formUnion($1.usedFiles) } }
+    }
+
+    /// Locks the keychains set to lock on sleep (`security set-keychain-settings -l`).
+    private func lockForSleep() {
+        let paths = files
+        for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) && file.lockForSleep() {
+            publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
+        }
+    }
+
+    /// Follows logind's PrepareForSleep on the system bus, so that keychains set to lock on sleep lock *before* the
+    /// machine sleeps and their keys are not in memory while it is suspended (the wake-up detector of run() stays
+    /// for machines without logind). Only the signal from the owner of org.freedesktop.login1 counts (only logind
+    /// may own that name on the system bus): any program can send a signal of that name to us.
+    public func watchForSleep(on systemBus: DBusConnection) throws {
+        let logind = "org.freedesktop.login1"
+        @Sendable func owner() -> String? {
+            let reply = try? systemBus.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                                        interface: "org.freedesktop.DBus", member: "GetNameOwner",
+                                                        body: [.string(logind)]))
+            return reply?.kind == .methodReturn ? reply?.body.first?.stringValue : nil
+        }
+        let known = Mutex(owner())
+        _ = try systemBus.call(.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "AddMatch", body: [.string("type='signal',sender='\(logind)',path='/org/freedesktop/login1',"
+                                                + "interface='org.freedesktop.login1.Manager',member='PrepareForSleep'")]))
+        systemBus.startReceiving { [self] message in
+            guard message.kind == .signal, message.member == "PrepareForSleep", message.path == "/org/freedesktop/login1",
+                  message.interface == "org.freedesktop.login1.Manager", message.body.first == .boolean(true),
+                  let sender = message.sender
+            else { return }
+            // logind restarted: its new unique name is looked up once more.
+            if known.withLock({ $0 }) != sender { known.withLock { $0 = owner() } }
+            guard known.withLock({ $0 }) == sender else { return }
+            lockForSleep()
+        }
     }
 
     /// Serves the Secret Service on `connection` (the session bus) from this daemon's keychains: each caller the

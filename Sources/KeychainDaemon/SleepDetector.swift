@@ -7,9 +7,8 @@ import Glibc
 /// the last look, the machine slept in between.
 ///
 /// This needs neither logind nor a bus, so it works in every session (a console, ssh, a container); the price is
-/// that it acts on waking, not before sleeping: the keys stay in (mlock'd) memory while suspended, and the
-/// keychain is locked before anyone can use it again. logind's PrepareForSleep, which would lock before the
-/// machine sleeps, arrives with the D-Bus connection (docs/DAEMON.md).
+/// that it acts on waking, not before sleeping. Where logind runs, keychaind also follows its PrepareForSleep
+/// (KeychainDaemonServer.watchForSleep) and locks before the machine sleeps; this stays as the fallback.
 struct SleepDetector {
     struct Reading: Equatable {
         var monotonic: Double

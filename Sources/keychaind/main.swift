@@ -73,6 +73,14 @@ if arguments.contains("--secret-service") {
     }
 }
 notifyStarter("ready")
+// logind's PrepareForSleep: keychains set to lock on sleep lock before the machine sleeps (after "ready": the
+// client that started keychaind does not wait for the system bus). No system bus (a container, a minimal system):
+// waking is still noticed by the clocks.
+if let systemBus = try? DBusConnection.systemBus() {
+    do { try server.watchForSleep(on: systemBus) } catch {
+        FileHandle.standardError.write(Data("keychaind: not following logind's sleep signal: \(error)\n".utf8))
+    }
+}
 
 // SIGTERM and SIGINT end the accept loop; run() then closes every keychain (in-flight calls finish first).
 nonisolated(unsafe) var listeningSocket: Int32 = server.listeningDescriptor

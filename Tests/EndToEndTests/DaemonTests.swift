@@ -1,6 +1,8 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainDBus
+import KeychainTestSupport
 import Synchronization
 import Testing
 
@@ -356,6 +358,51 @@ struct DaemonTests {
         #expect(result == "from-the-daemon\n0\n")
         // And it stays unlocked for the next process, without asking.
         #expect(try run("keychain-example", ["get", "svc", "acct"]) == 0)
+    }
+
+    @Test("logind's PrepareForSleep locks the keychains set to lock on sleep before the machine sleeps; only logind's signal counts",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
+    func prepareForSleep() throws {
+        let bus = try PrivateSessionBus()  // standing in for the system bus
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        var environment = home.environment
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+        func security(_ arguments: String...) throws -> Int32 {
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent("security").path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: environment)
+            if case .exited(let code) = output.termination { return code }
+            return -1
+        }
+        #expect(try security("create-keychain", "-p", "pw", "work") == 0)
+        #expect(try security("add-generic-password", "-a", "a", "-s", "s", "-w", "v", "work") == 0)
+        #expect(try security("create-keychain", "-p", "pw", "stays") == 0)
+        #expect(try security("set-keychain-settings", "stays") == 0)  // no -l: not locked on sleep
+        #expect(try security("set-keychain-settings", "-l", "work") == 0)
+        let signal = DBusMessage.signal(path: "/org/freedesktop/login1", interface: "org.freedesktop.login1.Manager",
+                                        member: "PrepareForSleep", body: [.boolean(true)])
+        // Anyone else's PrepareForSleep is not logind's.
+        let impostor = try DBusConnection(address: bus.address)
+        defer { impostor.close() }
+        _ = try impostor.send(signal)
+        usleep(300_000)
+        #expect(try security("find-generic-password", "-a", "a", "-s", "s", "work") == 0)
+        // logind's (the owner of org.freedesktop.login1) locks it at once.
+        let logind = try DBusConnection(address: bus.address)
+        defer { logind.close() }
+        _ = try logind.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                        interface: "org.freedesktop.DBus", member: "RequestName",
+                                        body: [.string("org.freedesktop.login1"), .uint32(4)]))
+        _ = try logind.send(signal)
+        var status: Int32 = 0
+        for _ in 0..<100 {
+            status = try security("find-generic-password", "-a", "a", "-s", "s", "work")
+            if status == 36 { break }
+            usleep(50_000)
+        }
+        #expect(status == 36)
+        #expect(try security("show-keychain-info", "stays") == 0)
+        #expect(try security("add-generic-password", "-a", "b", "-s", "s", "-w", "v", "stays") == 0)  // still unlocked
     }
 
     /// A pinentry that answers CONFIRM from a file of answers (allow, always, anything else: Deny) and GETPIN with
