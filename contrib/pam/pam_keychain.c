@@ -172,8 +172,18 @@ static int run_security(pam_handle_t *handle, const struct options *options, con
     size_t argc = 1;
     for (size_t i = 0; arguments[i] != NULL && argc < 7; i++) argv[argc++] = arguments[i];
 
+    /* A host that ignores SIGCHLD (some daemons do) would have the kernel reap our child before waitpid sees it:
+     * the default disposition for as long as the child runs, as pam_unix does around its helper. */
+    struct sigaction default_child = {.sa_handler = SIG_DFL}, saved_child;
+    sigemptyset(&default_child.sa_mask);
+    sigaction(SIGCHLD, &default_child, &saved_child);
     pid_t child = fork();
     if (child == 0) {
+        /* Dispositions the host set to "ignore" and its blocked signals would outlive exec: start clean. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int number = 1; number < NSIG; number++) signal(number, SIG_DFL);
         setsid();  // no controlling terminal: `security` reads standard input and asks nobody
         if (dup2(channel[1], STDIN_FILENO) < 0) _exit(127);
         int null = open("/dev/null", O_RDWR);
@@ -188,6 +198,7 @@ static int run_security(pam_handle_t *handle, const struct options *options, con
     close(channel[1]);
     if (child < 0) {
         close(channel[0]);
+        sigaction(SIGCHLD, &saved_child, NULL);
         return -1;
     }
     size_t sent = 0;
@@ -217,6 +228,7 @@ static int run_security(pam_handle_t *handle, const struct options *options, con
         }
     }
     close(channel[0]);
+    sigaction(SIGCHLD, &saved_child, NULL);
     return result;
 }
 
