@@ -120,6 +120,18 @@ struct SecretServiceTests {
         #expect(try desktop.run("security", "find-generic-password", "-s", "vault", "login").status == 0)
         #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "vault", "account", "me").stdout == "v4ult")
         #expect(pinentry.passwordRequests == 3)
+
+        // A collection's own SearchItems (secretstorage) asks the same way before it searches a locked keychain.
+        guard Self.hasPythonClients else { return }
+        #expect(try desktop.run("security", "lock-keychain", "login").status == 0)
+        try pinentry.answer("pin:pw")
+        let script = """
+            import secretstorage
+            collection = secretstorage.get_default_collection(secretstorage.dbus_init())
+            print([item.get_label() for item in collection.search_items({"service": "vault"})])
+            """
+        #expect(try desktop.run("/usr/bin/env", "python3", "-c", script).stdout == "['Locked one']\n")
+        #expect(pinentry.passwordRequests == 4)
     }
 
     @Test("another program's item: Deny, Allow (this process only), Always Allow (kept); no display: refused at once")

@@ -120,10 +120,10 @@ extension SecretServiceObjects {
     /// A search over locked keychains: their attributes are encrypted and cannot be matched, so the user is asked
     /// for each one's password first (as KeePassXC's "unlock before search"); libsecret then finds the items
     /// unlocked, as it would with gnome-keyring. Nobody to ask: the search answers at once without them.
-    func searchAfterUnlocking(_ wanted: [String: String], body: @escaping @Sendable (SecretServiceObjects) throws -> [DBusValue])
-        throws -> [DBusValue]
+    func searchAfterUnlocking(_ keychains: [KeychainReference],
+                              body: @escaping @Sendable (SecretServiceObjects) throws -> [DBusValue]) throws -> [DBusValue]
     {
-        let locked = collections.filter { (try? service.state(of: $0)).map { $0.isLocked && $0.hasPassword } == true }
+        let locked = keychains.filter { (try? service.state(of: $0)).map { $0.isLocked && $0.hasPassword } == true }
         guard !locked.isEmpty, let prompter = server.desktopPrompter() else { return try body(self) }
         throw SecretServiceServer.ReplyLater { [objects = self] in
             let answered = DispatchSemaphore(value: 0)

@@ -100,7 +100,7 @@ struct SecretServiceObjects: Sendable {
             }
         case "SearchItems":
             guard let wanted = arguments.first?.stringDictionaryValue else { throw Failure.invalidArgs("SearchItems(a{ss})") }
-            return try searchAfterUnlocking(wanted) { objects in
+            return try searchAfterUnlocking(collections) { objects in
                 var unlocked: [DBusValue] = [], locked: [DBusValue] = []
                 for keychain in objects.collections {
                     let keychainLocked = objects.isLocked(keychain)
@@ -178,8 +178,9 @@ struct SecretServiceObjects: Sendable {
         switch member {
         case "SearchItems":
             guard let wanted = arguments.first?.stringDictionaryValue else { throw Failure.invalidArgs("SearchItems(a{ss})") }
-            guard !isLocked(keychain) else { return [.array(elementSignature: "o", [])] }
-            return [.array(elementSignature: "o", try search(wanted, in: keychain).map { .objectPath(itemPath(keychain, $0.uuid)) })]
+            return try searchAfterUnlocking([keychain]) { objects in
+                [.array(elementSignature: "o", try objects.search(wanted, in: keychain).map { .objectPath(objects.itemPath(keychain, $0.uuid)) })]
+            }
         case "CreateItem":
             let request = try itemRequest(arguments)
             guard !isLocked(keychain) else { throw Failure.isLocked }
