@@ -34,7 +34,8 @@ struct PAMModuleTests {
         var runtime: URL { home.appendingPathComponent("run") }
         let uid: uid_t = 65534
 
-        init(password: String) throws {
+        /// - Parameter security: the `security` the module is told to run (default: the one built here).
+        init(password: String, security: ((URL) throws -> String)? = nil) throws {
             let fm = FileManager.default
             try fm.createDirectory(at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
             try fm.createDirectory(at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -53,7 +54,7 @@ struct PAMModuleTests {
             // Debian's common-auth / common-session / common-password lines, with our module where the docs put it.
             // The password stack takes its old and new password from pam_set_items (what pam_unix would have
             // asked for): pam_unix would change the machine's own password files.
-            let module = "\(root.path)/pam_keychain.so security=\(Tool.binary.path)"
+            let module = "\(root.path)/pam_keychain.so security=\(try security?(home) ?? Tool.binary.path)"
             try write("services/login-test", """
                 auth     required  pam_unix.so
                 auth     optional  \(module)
@@ -175,6 +176,22 @@ struct PAMModuleTests {
         #expect(try login.security("unlock-keychain", "login", stdin: "correct horse\n").status == 51)
         #expect(try login.security("unlock-keychain", "login", stdin: "battery staple\n").status == 0)
         #expect(try login.security("find-generic-password", "-s", "mail", "-w").stdout == "m41l\n")
+    }
+
+    @Test("the login password is never handed to a security the user's own programs could replace")
+    func refusesUserWritableProgram() throws {
+        let login = try Login(password: "pw") { home in
+            // As if installed in ~/.local/bin: the user (and so any program of hers) can swap it.
+            let bin = home.appendingPathComponent("bin")
+            try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+            let copy = bin.appendingPathComponent("security")
+            try FileManager.default.copyItem(at: Tool.binary, to: copy)
+            for path in [bin.path, copy.path] { _ = chown(path, 65534, 65534) }
+            return copy.path
+        }
+        #expect(try login.pamtester(["authenticate", "open_session"], typed: "pw\n") == 0)  // the login itself goes on
+        #expect(login.lastLog.contains("can be changed by others than root"), "\(login.lastLog)")
+        #expect(!FileManager.default.fileExists(atPath: login.home.appendingPathComponent(".local/share/keychains").path))
     }
 
     @Test("a session opened without a password kept by auth (a key login) leaves the keychain as it is")

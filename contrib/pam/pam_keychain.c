@@ -13,13 +13,14 @@
  * Written in C, not Swift: a PAM module is loaded into login, sshd, gdm and su, which must not carry a language
  * runtime, and it only hands a password to a child process.
  *
- * Arguments: security=/path/to/security (default: ~/.local/bin/security, /usr/local/bin/security, /usr/bin/security,
- * the first that exists), keychain=NAME (default login), debug.
+ * Arguments: security=/path/to/security (default: /usr/local/bin/security, else /usr/bin/security; only a program
+ * that root alone can change, since it is handed the login password), keychain=NAME (default login), debug.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -90,17 +91,36 @@ static struct passwd *user_entry(pam_handle_t *handle, struct passwd *entry, cha
     return found;
 }
 
-/* The `security` command to run: the module's argument, else the first installed of the usual places. */
-static int security_path(const struct options *options, const struct passwd *user, char *path, size_t size) {
-    if (options->security != NULL) {
-        if (snprintf(path, size, "%s", options->security) >= (int)size) return 0;
-        return 1;
+/*
+ * Whether `path` (symlinks resolved) is a program only root can change: it and every directory above it owned by
+ * root and writable by nobody else (a root-owned sticky directory such as /tmp is fine). The login password is
+ * handed to this program: one the user's own processes could replace (~/.local/bin) would let any of them catch it.
+ */
+static int is_root_controlled(const char *path, char *resolved) {
+    if (realpath(path, resolved) == NULL) return 0;
+    char walk[PATH_MAX];
+    snprintf(walk, sizeof walk, "%s", resolved);
+    for (;;) {
+        struct stat info;
+        if (stat(walk, &info) != 0 || info.st_uid != 0) return 0;
+        int shared = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+        if (shared && !(S_ISDIR(info.st_mode) && (info.st_mode & S_ISVTX))) return 0;
+        char *slash = strrchr(walk, '/');
+        if (slash == NULL || walk[1] == '\0') return 1;
+        if (slash == walk) slash[1] = '\0'; else *slash = '\0';
     }
-    const char *candidates[] = {"/.local/bin/security", "/usr/local/bin/security", "/usr/bin/security"};
+}
+
+/* The `security` command to run: the module's argument, else the first installed of the usual places; in every case
+ * only one that root controls. */
+static int security_path(pam_handle_t *handle, const struct options *options, char *path) {
+    const char *candidates[] = {options->security, "/usr/local/bin/security", "/usr/bin/security"};
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-        int written = i == 0 ? snprintf(path, size, "%s%s", user->pw_dir, candidates[i])
-                             : snprintf(path, size, "%s", candidates[i]);
-        if (written < (int)size && access(path, X_OK) == 0) return 1;
+        if (candidates[i] == NULL || access(candidates[i], X_OK) != 0) continue;
+        if (is_root_controlled(candidates[i], path)) return 1;
+        pam_syslog(handle, LOG_WARNING, "%s is not used: it or a directory above it can be changed by others than root",
+                   candidates[i]);
+        if (i == 0) return 0;  // the one the administrator named, and no other
     }
     return 0;
 }
@@ -149,9 +169,9 @@ static void become_user(const struct passwd *user) {
  */
 static int run_security(pam_handle_t *handle, const struct options *options, const struct passwd *user,
                         const char *const arguments[], const char *input, size_t input_length) {
-    char program[4096];
-    if (!security_path(options, user, program, sizeof program)) {
-        pam_syslog(handle, LOG_WARNING, "no security command found (give security=PATH)");
+    char program[PATH_MAX];
+    if (!security_path(handle, options, program)) {
+        pam_syslog(handle, LOG_WARNING, "no security command owned by root found (give security=PATH)");
         return -1;
     }
     /* A socket, not a pipe: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the host process if the child dies. */
