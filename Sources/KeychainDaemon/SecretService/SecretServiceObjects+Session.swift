@@ -28,11 +28,15 @@ extension SecretServiceObjects {
         case "CreateItem":
             let request = try itemRequest(arguments)
             let (secret, contentType) = try secretArgument(request.secret)
-            guard let stored = sessionItems.store(label: request.label, attributes: request.attributes, secret: secret,
+            let stored = sessionItems.store(label: request.label, attributes: request.attributes, secret: secret,
                                                   contentType: contentType, creator: service.caller.application,
                                                   mayReplace: { [self] id, existing in isReadable(existing, id) })
-            else { throw Failure.isLocked }
             switch stored {
+            case .notYours:
+                throw Failure.isLocked
+            case .full:
+                throw Failure(name: "org.freedesktop.DBus.Error.LimitsExceeded",
+                              message: "the session collection holds \(SecretSessionCollection.maximumItems) items at most")
             case .created(let id):
                 server.itemSignal("ItemCreated", collection: SecretSessionCollection.path, item: SecretSessionCollection.itemPath(id))
                 return [.objectPath(SecretSessionCollection.itemPath(id)), .objectPath("/")]

@@ -58,23 +58,23 @@ final class SecretSessionCollection: Sendable {
         }
     }
 
-    enum Stored { case created(UUID), replaced(UUID) }
+    enum Stored { case created(UUID), replaced(UUID), notYours, full }
 
     /// Stores an item; an item with exactly this attribute set is replaced in place (when `mayReplace` lets it).
     func store(label: String, attributes: [String: String], secret: SecretBytes, contentType: String,
-               creator: TrustedApplication?, mayReplace: (UUID, Item) -> Bool) -> Stored? {
+               creator: TrustedApplication?, mayReplace: (UUID, Item) -> Bool) -> Stored {
         state.withLock { state in
             let now = Self.now
             state.modified = now
             if let (id, existing) = state.items.first(where: { $0.value.attributes == attributes }) {
-                guard mayReplace(id, existing) else { return nil }
+                guard mayReplace(id, existing) else { return .notYours }
                 state.items[id]?.label = label
                 state.items[id]?.secret = secret
                 state.items[id]?.contentType = contentType
                 state.items[id]?.modified = now
                 return .replaced(id)
             }
-            guard state.items.count < Self.maximumItems else { return nil }
+            guard state.items.count < Self.maximumItems else { return .full }
             let id = UUID()
             state.items[id] = Item(label: label, attributes: attributes, secret: secret, contentType: contentType,
                                    created: now, modified: now, access: creator.map { .trusted([$0]) })
