@@ -232,13 +232,7 @@ public final class SecretServiceServer: Sendable {
     /// The caller's keychain service, made once per bus connection from the program the bus says it is.
     private func service(for sender: String) throws -> EmbeddedKeychainService {
         if let known = state.withLock({ $0.services[sender] }) { return known }
-        let bus = "org.freedesktop.DBus"
-        let pidReply = try connection.call(.methodCall(destination: bus, path: "/org/freedesktop/DBus", interface: bus,
-                                                       member: "GetConnectionUnixProcessID", body: [.string(sender)]))
-        let uidReply = try connection.call(.methodCall(destination: bus, path: "/org/freedesktop/DBus", interface: bus,
-                                                       member: "GetConnectionUnixUser", body: [.string(sender)]))
-        guard let pid = pidReply.body.first?.uint32Value, let uid = uidReply.body.first?.uint32Value,
-              uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid)
+        guard let (pid, uid) = try credentials(of: sender), uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid)
         else { throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program") }
         let program = peer.program
         state.withLock { state in
@@ -259,6 +253,28 @@ public final class SecretServiceServer: Sendable {
             state.programs[program] = made
         }
         return made
+    }
+
+    /// The process id and user id the bus vouches for: GetConnectionCredentials (one round trip), else the two older
+    /// calls.
+    private func credentials(of sender: String) throws -> (pid: UInt32, uid: UInt32)? {
+        let bus = "org.freedesktop.DBus"
+        func ask(_ member: String) throws -> DBusMessage {
+            try connection.call(.methodCall(destination: bus, path: "/org/freedesktop/DBus", interface: bus, member: member,
+                                            body: [.string(sender)]))
+        }
+        let reply = try ask("GetConnectionCredentials")
+        if reply.kind == .methodReturn, let entries = reply.body.first?.dictionaryEntries {
+            func value(_ key: String) -> UInt32? {
+                guard case .variant(let inner)? = entries.first(where: { $0.key.stringValue == key })?.value else { return nil }
+                return inner.uint32Value
+            }
+            if let pid = value("ProcessID"), let uid = value("UnixUserID") { return (pid, uid) }
+        }
+        guard let pid = try ask("GetConnectionUnixProcessID").body.first?.uint32Value,
+              let uid = try ask("GetConnectionUnixUser").body.first?.uint32Value
+        else { return nil }
+        return (pid, uid)
     }
 
     /// Tells every listener that an item of the collection at `collection` was created, changed or deleted

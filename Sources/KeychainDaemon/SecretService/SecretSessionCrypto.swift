@@ -1,5 +1,7 @@
 import Crypto
+import Dispatch
 import Foundation
+import Synchronization
 import _CryptoExtras
 
 /// The Secret Service's `dh-ietf1024-sha256-aes128-cbc-pkcs7` session (the specification's "Transfer of Secrets"):
@@ -13,10 +15,7 @@ struct SecretSessionCipher: Sendable {
     /// Answers a client's public key (big-endian, any length): our public key (128 bytes) and the session's cipher.
     static func negotiate(clientPublicKey: [UInt8]) -> (publicKey: [UInt8], cipher: SecretSessionCipher)? {
         guard let peer = ModP1024.number(bigEndian: clientPublicKey), ModP1024.isValidPublic(peer) else { return nil }
-        // A 256-bit private exponent: the group's prime is safe, and 256 bits is well past its ~80-bit strength.
-        var exponent = (0..<16).map { $0 < 4 ? UInt64.random(in: .min ... .max) : 0 }
-        exponent[3] |= 1 << 63
-        let publicKey = ModP1024.power(ModP1024.generator, exponent, bits: 256)
+        let (exponent, publicKey) = SessionKeyPool.take()
         let shared = ModP1024.bytes(ModP1024.power(peer, exponent, bits: 256))
         let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: shared), outputByteCount: 16)
         return (ModP1024.bytes(publicKey), SecretSessionCipher(key: key))
@@ -35,6 +34,33 @@ struct SecretSessionCipher: Sendable {
               let plain = try? AES._CBC.decrypt(ciphertext, using: key, iv: cbcIV)
         else { return nil }
         return Array(plain)
+    }
+}
+
+/// Our side's key pairs, one made ahead on a background queue: raising the generator is half of a session's key
+/// agreement and does not depend on the client, so the session being opened does not wait for it. Each pair is
+/// handed out once.
+enum SessionKeyPool {
+    typealias KeyPair = (exponent: ModP1024.Number, publicKey: ModP1024.Number)
+    private static let ready = Mutex<KeyPair?>(nil)
+
+    static func take() -> KeyPair {
+        let made = ready.withLock { pair in
+            defer { pair = nil }
+            return pair
+        }
+        DispatchQueue.global(qos: .utility).async {
+            let pair = make()
+            ready.withLock { if $0 == nil { $0 = pair } }
+        }
+        return made ?? make()
+    }
+
+    /// A 256-bit private exponent: the group's prime is safe, and 256 bits is well past its ~80-bit strength.
+    static func make() -> KeyPair {
+        var exponent = (0..<16).map { $0 < 4 ? UInt64.random(in: .min ... .max) : 0 }
+        exponent[3] |= 1 << 63
+        return (exponent, ModP1024.power(ModP1024.generator, exponent, bits: 256))
     }
 }
 
