@@ -154,10 +154,11 @@ static int runtime_directory(pam_handle_t *handle, const struct passwd *user, ch
     return 0;
 }
 
-/* In the child: become the user for good, or end. */
-static void become_user(const struct passwd *user) {
+/* In the child: become the user for good (its groups read before fork: NSS is not safe in a forked child of a
+ * threaded host), or end. */
+static void become_user(const struct passwd *user, const gid_t *groups, int group_count) {
     if (getuid() != user->pw_uid || geteuid() != user->pw_uid) {
-        if (setgid(user->pw_gid) != 0 || initgroups(user->pw_name, user->pw_gid) != 0 || setuid(user->pw_uid) != 0)
+        if (setgroups((size_t)group_count, groups) != 0 || setgid(user->pw_gid) != 0 || setuid(user->pw_uid) != 0)
             _exit(126);
     }
     if (getuid() != user->pw_uid || geteuid() != user->pw_uid || getegid() != user->pw_gid) _exit(126);
@@ -191,6 +192,12 @@ static int run_security(pam_handle_t *handle, const struct options *options, con
     const char *argv[8] = {program};
     size_t argc = 1;
     for (size_t i = 0; arguments[i] != NULL && argc < 7; i++) argv[argc++] = arguments[i];
+    gid_t groups[256];
+    int group_count = 256;
+    if (getgrouplist(user->pw_name, user->pw_gid, groups, &group_count) < 0) {
+        group_count = 1;  // more than 256: the primary group alone, rather than root's
+        groups[0] = user->pw_gid;
+    }
 
     /* A host that ignores SIGCHLD (some daemons do) would have the kernel reap our child before waitpid sees it:
      * the default disposition for as long as the child runs, as pam_unix does around its helper. */
@@ -209,7 +216,7 @@ static int run_security(pam_handle_t *handle, const struct options *options, con
         int null = open("/dev/null", O_RDWR);
         if (null < 0 || dup2(null, STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0) _exit(127);
         closefrom(STDERR_FILENO + 1);
-        become_user(user);
+        become_user(user, groups, group_count);
         if (chdir(user->pw_dir) != 0 && chdir("/") != 0) _exit(127);
         execve(program, (char *const *)argv, environment);
         _exit(127);
