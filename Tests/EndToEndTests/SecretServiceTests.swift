@@ -334,7 +334,7 @@ struct SecretServiceTests {
         #expect(pinentry.confirmations == 2)
     }
 
-    @Test("the session collection: in memory only, the creating program reads it, gone when keychaind stops",
+    @Test("the session collection: in memory only, the creating program reads it, gone when keychaind stops (the keychain's items stay)",
           .enabled(if: SecretServiceTests.hasPythonClients))
     func sessionCollection() throws {
         let desktop = try Desktop()
@@ -349,6 +349,7 @@ struct SecretServiceTests {
                 collection.create_item("temp", {"app": "mem"}, b"in-memory-only")
             print([item.get_secret().decode() for item in collection.search_items({"app": "mem"})])
             """.write(to: script, atomically: true, encoding: .utf8)
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=kept", "app", "disk", stdin: "on-disk").status == 0)
         let stored = try desktop.run("/usr/bin/env", "python3", script.path, "store")
         #expect(stored.stdout == "/org/freedesktop/secrets/collection/session False\n['in-memory-only']\n", "\(stored.stderr)")
         // Another process of the same program reads it; another program (secret-tool) finds it locked, and with no
@@ -365,6 +366,8 @@ struct SecretServiceTests {
         desktop.daemon = nil
         #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("/usr/bin/env", "python3", script.path, "read").stdout == "[]\n")
+        // What went to the keychain is there after the restart, for the same client as before.
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "app", "disk").stdout == "on-disk")
     }
 
     @Test("a second keychaind cannot take org.freedesktop.secrets while it is owned, and says why")
