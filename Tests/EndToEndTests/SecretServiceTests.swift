@@ -121,6 +121,14 @@ struct SecretServiceTests {
         #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "vault", "account", "me").stdout == "v4ult")
         #expect(pinentry.passwordRequests == 3)
 
+        // Storing into a locked keychain: CreateItem hands back a prompt for its password, then stores.
+        #expect(try desktop.run("security", "lock-keychain", "login").status == 0)
+        try pinentry.answer("pin:pw")
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Locked one", "service", "vault", "account", "me",
+                                stdin: "n3w").status == 0)
+        #expect(pinentry.passwordRequests == 4)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "vault", "account", "me").stdout == "n3w")
+
         // A collection's own SearchItems (secretstorage) asks the same way before it searches a locked keychain.
         guard Self.hasPythonClients else { return }
         #expect(try desktop.run("security", "lock-keychain", "login").status == 0)
@@ -131,7 +139,7 @@ struct SecretServiceTests {
             print([item.get_label() for item in collection.search_items({"service": "vault"})])
             """
         #expect(try desktop.run("/usr/bin/env", "python3", "-c", script).stdout == "['Locked one']\n")
-        #expect(pinentry.passwordRequests == 4)
+        #expect(pinentry.passwordRequests == 5)
     }
 
     @Test("another program's item: Deny, Allow (this process only), Always Allow (kept); no display: refused at once")

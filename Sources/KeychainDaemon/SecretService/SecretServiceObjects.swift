@@ -183,35 +183,52 @@ struct SecretServiceObjects: Sendable {
             }
         case "CreateItem":
             let request = try itemRequest(arguments)
-            guard !isLocked(keychain) else { throw Failure.isLocked }
             let (secret, _) = try secretArgument(request.secret)
-            let (label, attributes, replace) = (request.label, request.attributes, request.replace)
-            guard SecretItemMapping.isStorable(attributes) else { throw Failure.invalidArgs("attribute names and values may not hold U+001E or U+001F") }
-            var item = SecretItemMapping.itemAttributes(label: label, attributes: attributes)
-            // Replace: the item with exactly this attribute set is updated in place and keeps its path. Without
-            // it, an item of the same set is still that item (the keychain keeps one item per attribute set).
-            let existing = try search(attributes, in: keychain).first { SecretItemMapping.attributes(of: $0) == attributes }
-            if let existing {
-                _ = replace
-                // Another program's item: replacing its secret needs the same yes as reading it (Unlock first).
-                guard isReadable(existing) else { throw Failure.isLocked }
-                try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
-                                   with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain)
-                server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, existing.uuid))
-                server.changed(.update, keychain, by: caller)
-                return [.objectPath(itemPath(keychain, existing.uuid)), .objectPath("/")]
+            guard SecretItemMapping.isStorable(request.attributes) else {
+                throw Failure.invalidArgs("attribute names and values may not hold U+001E or U+001F")
             }
-            item["v_Data"] = .secret(secret)
-            item["r_Attributes"] = true
-            let stored = try service.add(item, to: keychain)
-            server.itemSignal("ItemCreated", collection: collectionPath(keychain), item: itemPath(keychain, stored.item.uuid))
-            server.changed(.add, keychain, by: caller)
-            return [.objectPath(itemPath(keychain, stored.item.uuid)), .objectPath("/")]
+            guard isLocked(keychain) else {
+                return [.objectPath(try storeItem(label: request.label, attributes: request.attributes, secret: secret, in: keychain)),
+                        .objectPath("/")]
+            }
+            // A locked keychain: a prompt for its password, then the item is stored (its path is the result), as
+            // gnome-keyring answers a store into a locked collection.
+            let prompt = server.makePrompt(owner: caller, emptyResult: .objectPath("/")) { [objects = self] prompter, isDismissed in
+                guard let prompter, objects.askToUnlock(keychain, prompter: prompter, isDismissed: isDismissed) == .unlocked,
+                      let path = try? objects.storeItem(label: request.label, attributes: request.attributes, secret: secret,
+                                                        in: keychain)
+                else { return nil }
+                return .objectPath(path)
+            }
+            return [.objectPath("/"), .objectPath(prompt)]
         case "Delete":
             return deleteCollection(keychain)
         default:
             throw server.unknownMethod(member)
         }
+    }
+
+    /// Stores a Secret Service item in an unlocked keychain and returns its path. The item with exactly this
+    /// attribute set is updated in place and keeps its path (with or without Replace: the keychain keeps one item
+    /// per attribute set); another program's needs the same yes as reading it (IsLocked until Unlock).
+    func storeItem(label: String, attributes: [String: String], secret: SecretBytes, in keychain: KeychainReference) throws
+        -> String
+    {
+        if let existing = try search(attributes, in: keychain).first(where: { SecretItemMapping.attributes(of: $0) == attributes }) {
+            guard isReadable(existing) else { throw Failure.isLocked }
+            try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
+                               with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain)
+            server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, existing.uuid))
+            server.changed(.update, keychain, by: caller)
+            return itemPath(keychain, existing.uuid)
+        }
+        var item = SecretItemMapping.itemAttributes(label: label, attributes: attributes)
+        item["v_Data"] = .secret(secret)
+        item["r_Attributes"] = true
+        let stored = try service.add(item, to: keychain)
+        server.itemSignal("ItemCreated", collection: collectionPath(keychain), item: itemPath(keychain, stored.item.uuid))
+        server.changed(.add, keychain, by: caller)
+        return itemPath(keychain, stored.item.uuid)
     }
 
     /// CreateItem's arguments: the Label and Attributes properties, the Secret, and Replace.
