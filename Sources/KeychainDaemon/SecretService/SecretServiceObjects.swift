@@ -236,6 +236,7 @@ struct SecretServiceObjects: Sendable {
         var label = ""
         var attributes: [String: String] = [:]
         var secret: DBusValue
+        /// Read and checked, and the same either way: the keychain holds one item per attribute set (storeItem).
         var replace: Bool
     }
 
