@@ -86,7 +86,7 @@ let package = Package(
         // memory-safe and fuzzable.
         .target(
             name: "KeychainDBus",
-            dependencies: [],
+            dependencies: ["CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.

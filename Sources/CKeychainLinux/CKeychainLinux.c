@@ -38,3 +38,77 @@ int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
 #else
 int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) { errno = ENOSYS; return -1; }
 #endif
+
+#if defined(__linux__)
+#include <string.h>
+#include <unistd.h>
+
+enum { ckeychain_max_fds = 64 };
+
+ssize_t ckeychain_recv_with_fds(int socket, void *buffer, size_t length, int *fds, int max_fds, int *fd_count) {
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(int) * ckeychain_max_fds)];
+    } control;
+    struct iovec io = {.iov_base = buffer, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof(control.bytes);
+    *fd_count = 0;
+    ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    if (n < 0) return -1;
+    int overflow = (message.msg_flags & MSG_CTRUNC) != 0;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            if (*fd_count < max_fds) fds[(*fd_count)++] = fd; else { close(fd); overflow = 1; }
+        }
+    }
+    if (overflow) {
+        for (int i = 0; i < *fd_count; i++) close(fds[i]);
+        *fd_count = 0;
+        errno = EPROTO;
+        return -1;
+    }
+    return n;
+}
+
+ssize_t ckeychain_send_with_fds(int socket, const void *buffer, size_t length, const int *fds, int fd_count) {
+    if (fd_count < 0 || fd_count > 16) { errno = EINVAL; return -1; }
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(int) * 16)];
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct iovec io = {.iov_base = (void *)buffer, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    if (fd_count > 0) {
+        message.msg_control = control.bytes;
+        message.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)fd_count);
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)fd_count);
+        memcpy(CMSG_DATA(header), fds, sizeof(int) * (size_t)fd_count);
+    }
+    return sendmsg(socket, &message, MSG_NOSIGNAL);
+}
+#else
+ssize_t ckeychain_recv_with_fds(int socket, void *buffer, size_t length, int *fds, int max_fds, int *fd_count) {
+    (void)fds; (void)max_fds; *fd_count = 0;
+    return recv(socket, buffer, length, 0);
+}
+
+ssize_t ckeychain_send_with_fds(int socket, const void *buffer, size_t length, const int *fds, int fd_count) {
+    (void)fds;
+    if (fd_count != 0) { errno = ENOSYS; return -1; }
+    return send(socket, buffer, length, 0);
+}
+#endif

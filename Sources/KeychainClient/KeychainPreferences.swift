@@ -1,17 +1,33 @@
 import Foundation
 import KeychainCore
 import KeychainStorage
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The user's default keychain and keychain search list, kept in `$XDG_CONFIG_HOME/keychain/`
 /// (`default-keychain`: one path; `search-list`: one path per line), as macOS keeps them in its preferences.
 public struct KeychainPreferences: Sendable {
     public let locations: KeychainLocations
+    // Worked out once: Foundation's URL building costs more than the cached reads below.
+    private let defaultKeychainFile: URL
+    private let loginKeychainFile: URL
+    private let searchListFile: URL
+    private let standardLoginKeychain: URL
 
-    public init(locations: KeychainLocations = .current()) { self.locations = locations }
+    public init(locations: KeychainLocations = .current()) {
+        self.locations = locations
+        defaultKeychainFile = locations.defaultKeychainFile
+        loginKeychainFile = locations.loginKeychainFile
+        searchListFile = locations.searchListFile
+        standardLoginKeychain = locations.loginKeychain
+    }
 
     /// The default keychain: the configured one, else the login keychain.
     public func defaultKeychain() -> URL {
-        if let text = read(locations.defaultKeychainFile)?.trimmingCharacters(in: .whitespacesAndNewlines),
+        if let text = read(defaultKeychainFile)?.trimmingCharacters(in: .whitespacesAndNewlines),
             !text.isEmpty
         {
             return URL(fileURLWithPath: text)
@@ -21,45 +37,121 @@ public struct KeychainPreferences: Sendable {
 
     /// The login keychain: the configured one, else `login` in the keychain directory.
     public func loginKeychain() -> URL {
-        if let text = read(locations.loginKeychainFile)?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty {
+        if let text = read(loginKeychainFile)?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty {
             return URL(fileURLWithPath: text)
         }
-        return locations.loginKeychain
+        return standardLoginKeychain
     }
 
     /// Sets (or, with nil, resets to `login`) the login keychain.
     public func setLoginKeychain(_ url: URL?) throws(KeychainError) {
-        try write(locations.loginKeychainFile, url.map { $0.path + "\n" } ?? "")
+        try write(loginKeychainFile, url.map { $0.path + "\n" } ?? "")
     }
 
     /// Sets (or, with nil, resets to `login`) the default keychain.
     public func setDefaultKeychain(_ url: URL?) throws(KeychainError) {
-        try write(locations.defaultKeychainFile, url.map { $0.path + "\n" } ?? "")
+        try write(defaultKeychainFile, url.map { $0.path + "\n" } ?? "")
     }
 
     /// The keychains searched when none is named: the configured list, else the default keychain alone.
     public func searchList() -> [URL] {
-        guard let text = read(locations.searchListFile) else { return [defaultKeychain()] }
+        guard let text = read(searchListFile) else { return [defaultKeychain()] }
         return text.split(separator: "\n").map(String.init).filter { !$0.isEmpty }.map { URL(fileURLWithPath: $0) }
     }
 
+    /// The default keychain, the login keychain and the search list as standardized paths, as the keychain service
+    /// compares them. Worked out again only when one of the three files changed (keychaind asks on every call).
+    public func paths() -> Paths {
+        let texts = Texts(defaultKeychain: read(defaultKeychainFile), loginKeychain: read(loginKeychainFile),
+                          searchList: read(searchListFile), standardLogin: standardLoginKeychain.path)
+        if let known = Self.derived.withLock({ $0[texts] }) { return known }
+        func firstLine(_ text: String?) -> String? {
+            guard let line = text?.trimmingCharacters(in: .whitespacesAndNewlines), !line.isEmpty else { return nil }
+            return line
+        }
+        let login = StandardPath.of(firstLine(texts.loginKeychain) ?? texts.standardLogin)
+        let preferred = firstLine(texts.defaultKeychain).map(StandardPath.of) ?? login
+        let list = texts.searchList.map { text in
+            text.split(separator: "\n").map(String.init).filter { !$0.isEmpty }.map(StandardPath.of)
+        } ?? [preferred]
+        let paths = Paths(defaultKeychain: preferred, loginKeychain: login, searchList: list)
+        Self.derived.withLock { derived in
+            if derived.count > 16 { derived.removeAll() }
+            derived[texts] = paths
+        }
+        return paths
+    }
+
+    public struct Paths: Sendable, Hashable {
+        public let defaultKeychain: String
+        public let loginKeychain: String
+        public let searchList: [String]
+    }
+
+    /// What ``paths()`` is a pure function of.
+    private struct Texts: Hashable {
+        let defaultKeychain: String?, loginKeychain: String?, searchList: String?, standardLogin: String
+    }
+
+    private static let derived = Mutex<[Texts: Paths]>([:])
+
     /// Replaces the search list; an empty list clears it.
     public func setSearchList(_ urls: [URL]) throws(KeychainError) {
-        try write(locations.searchListFile, urls.map { $0.path + "\n" }.joined())
+        try write(searchListFile, urls.map { $0.path + "\n" }.joined())
     }
 
     /// Deletes a keychain file and drops it from the search list and the default.
     public func deleteKeychain(_ url: URL) throws(KeychainError) {
         try KeychainFile.delete(at: url)
-        if read(locations.searchListFile) != nil {
+        if read(searchListFile) != nil {
             try setSearchList(searchList().filter { $0.standardizedFileURL != url.standardizedFileURL })
         }
-        if defaultKeychain().standardizedFileURL == url.standardizedFileURL, read(locations.defaultKeychainFile) != nil {
+        if defaultKeychain().standardizedFileURL == url.standardizedFileURL, read(defaultKeychainFile) != nil {
             try setDefaultKeychain(nil)
         }
     }
 
-    private func read(_ url: URL) -> String? { try? String(contentsOf: url, encoding: .utf8) }
+    /// The file's text (nil when it does not exist), read again only when the file changed: keychaind answers
+    /// every Secret Service call from the search list and the default keychain, and the files are small but the
+    /// reads were a fifth of its work per call. One `stat` tells a replaced or rewritten file (writes are atomic
+    /// renames: a new inode) from the one read before.
+    private func read(_ url: URL) -> String? {
+        let path = url.path
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            _ = Self.cache.withLock { $0.removeValue(forKey: path) }
+            return nil
+        }
+        let stamp = FileStamp(info)
+        if let known = Self.cache.withLock({ $0[path] }), known.stamp == stamp { return known.text }
+        guard let text = try? String(contentsOf: url, encoding: .utf8) else { return nil }
+        // As git's "racy" index entries: a file changed within the last two seconds may change again within the
+        // file system's timestamp granularity (and reuse the inode), unseen by its stamp; it is not kept.
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        Self.cache.withLock { cache in
+            if cache.count > 64 { cache.removeAll() }
+            if Int64(now.tv_sec) - stamp.changed >= 2 { cache[path] = (stamp, text) } else { cache.removeValue(forKey: path) }
+        }
+        return text
+    }
+
+    private static let cache = Mutex<[String: (stamp: FileStamp, text: String)]>([:])
+
+    /// What changes when a file is replaced or written: inode, size, modification and status-change times.
+    private struct FileStamp: Equatable {
+        let device: UInt64, inode: UInt64, size: Int64
+        let modified: Int64, modifiedNanos: Int, changed: Int64, changedNanos: Int
+        init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            modified = Int64(info.st_mtim.tv_sec)
+            modifiedNanos = Int(info.st_mtim.tv_nsec)
+            changed = Int64(info.st_ctim.tv_sec)
+            changedNanos = Int(info.st_ctim.tv_nsec)
+        }
+    }
 
     private func write(_ url: URL, _ text: String) throws(KeychainError) {
         do {

@@ -21,11 +21,11 @@ public final class OpenKeychains: Sendable {
     /// The open handle for `url`, opening it, or creating it (with `password`, or none) if it does not exist.
     public func file(at url: URL, configuration: KeychainFile.Configuration, createWithPassword password: SecretBytes?,
                      create: Bool = true) throws(KeychainError) -> KeychainFile {
-        let key = url.standardizedFileURL.path
+        let key = StandardPath.of(url.path)
         return try files.withLock { (files: inout [String: KeychainFile]) throws(KeychainError) -> KeychainFile in
-            if let file = files[key], FileManager.default.fileExists(atPath: key) { return file }
+            if let file = files[key], StandardPath.exists(key) { return file }
             let file: KeychainFile
-            if FileManager.default.fileExists(atPath: key) || !create {
+            if StandardPath.exists(key) || !create {
                 file = try KeychainFile.open(at: url, configuration: configuration)
             } else {
                 do throws(KeychainError) {

@@ -1,3 +1,4 @@
+import CKeychainLinux
 import Foundation
 
 #if canImport(Glibc)
@@ -33,7 +34,13 @@ public final class DBusConnection: @unchecked Sendable {
     private var receiving = false
     private var closed = false
     private var buffer: [UInt8] = []
+    /// Descriptors received and not yet claimed by their message (they arrive with its first bytes).
+    private var receivedFDs: [UnixFileDescriptor] = []
     public private(set) var uniqueName = ""
+    /// Whether the bus agreed to pass file descriptors on this connection (asked for with `fileDescriptors:`).
+    public private(set) var passesFileDescriptors = false
+    /// The most descriptors one message may carry (the reference bus's own limit).
+    public static let maximumFileDescriptors = 16
 
     /// The session bus of `DBUS_SESSION_BUS_ADDRESS`.
     public static func sessionBus(environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure)
@@ -46,14 +53,17 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// The system bus: `DBUS_SYSTEM_BUS_ADDRESS`, else the standard `/run/dbus/system_bus_socket`.
-    public static func systemBus(environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure)
-        -> DBusConnection
+    public static func systemBus(environment: [String: String] = ProcessInfo.processInfo.environment,
+                                 fileDescriptors: Bool = false) throws(Failure) -> DBusConnection
     {
-        try DBusConnection(address: environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket")
+        try DBusConnection(address: environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket",
+                           fileDescriptors: fileDescriptors)
     }
 
     /// Connects to the first `unix:path=` or `unix:abstract=` of a bus address, authenticates and says Hello.
-    public init(address: String) throws(Failure) {
+    /// With `fileDescriptors`, asks the bus to pass file descriptors too (NEGOTIATE_UNIX_FD), for calls whose
+    /// answer is one (logind's Inhibit); without, a message that carries some ends the connection.
+    public init(address: String, fileDescriptors: Bool = false) throws(Failure) {
         var target: (path: String, abstract: Bool)?
         for entry in address.split(separator: ";") where entry.hasPrefix("unix:") {
             for pair in entry.dropFirst(5).split(separator: ",") {
@@ -90,7 +100,7 @@ public final class DBusConnection: @unchecked Sendable {
             throw Failure("cannot connect to the bus: \(reason)")
         }
         do {
-            try authenticate()
+            try authenticate(askingForFileDescriptors: fileDescriptors)
             let hello = try call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                              interface: "org.freedesktop.DBus", member: "Hello"))
             guard let name = hello.body.first?.stringValue else { throw Failure("Hello gave no name") }
@@ -120,13 +130,18 @@ public final class DBusConnection: @unchecked Sendable {
 
     // MARK: - Authentication
 
-    /// SASL EXTERNAL with our uid (the bus checks it against the socket's credentials), then BEGIN.
-    private func authenticate() throws(Failure) {
+    /// SASL EXTERNAL with our uid (the bus checks it against the socket's credentials), NEGOTIATE_UNIX_FD when
+    /// asked for (a bus that does not agree leaves it off), then BEGIN.
+    private func authenticate(askingForFileDescriptors: Bool) throws(Failure) {
         let uid = String(getuid())
         let hexUID = uid.utf8.map { String($0, radix: 16) }.joined()
         try writeAll([0] + Array("AUTH EXTERNAL \(hexUID)\r\n".utf8))
         let answer = try readLine()
         guard answer.hasPrefix("OK ") else { throw Failure("the bus refused authentication: \(answer)") }
+        if askingForFileDescriptors {
+            try writeAll(Array("NEGOTIATE_UNIX_FD\r\n".utf8))
+            passesFileDescriptors = try readLine() == "AGREE_UNIX_FD"
+        }
         try writeAll(Array("BEGIN\r\n".utf8))
     }
 
@@ -161,9 +176,18 @@ public final class DBusConnection: @unchecked Sendable {
         nextSerial = nextSerial == UInt32.max ? 1 : nextSerial + 1
         let bytes: [UInt8]
         do { bytes = try message.encoded(serial: serial) } catch { throw Failure("cannot encode the message: \(error)") }
+        if !message.fileDescriptors.isEmpty {
+            guard passesFileDescriptors, message.fileDescriptors.count <= Self.maximumFileDescriptors else {
+                throw Failure("file descriptors cannot be sent on this connection")
+            }
+        }
         if awaitingReply { waiting.insert(serial) }
-        do {
-            try writeAll(bytes)
+        do throws(Failure) {
+            if message.fileDescriptors.isEmpty {
+                try writeAll(bytes)
+            } else {
+                try writeAll(bytes, fileDescriptors: message.fileDescriptors.map(\.fd))
+            }
         } catch {
             waiting.remove(serial)
             throw error
@@ -171,10 +195,16 @@ public final class DBusConnection: @unchecked Sendable {
         return serial
     }
 
-    private func writeAll(_ bytes: [UInt8]) throws(Failure) {
+    /// Writes every byte; descriptors go with the first write (the receiver gets them with the message's first byte).
+    private func writeAll(_ bytes: [UInt8], fileDescriptors: [Int32] = []) throws(Failure) {
         var offset = 0
+        var descriptors = fileDescriptors
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = bytes[offset...].withUnsafeBytes { raw in
+                if descriptors.isEmpty { return Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) }
+                return ckeychain_send_with_fds(fd, raw.baseAddress, raw.count, descriptors, Int32(descriptors.count))
+            }
+            if n > 0 { descriptors = [] }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { throw Failure("the bus connection is closed") }
             offset += n
@@ -282,8 +312,8 @@ public final class DBusConnection: @unchecked Sendable {
                     let frame = Array(buffer[..<length])
                     buffer.removeFirst(length)
                     do {
-                        let message = try DBusMessage.decode(frame)
-                        guard message.unixFDs == 0 else { throw Failure("file descriptors are not accepted") }
+                        var message = try DBusMessage.decode(frame)
+                        try claimFileDescriptors(of: &message)
                         return message
                     } catch let error as DBusReader.Malformed {
                         throw Failure("malformed message from the bus: \(error.reason)")
@@ -293,11 +323,40 @@ public final class DBusConnection: @unchecked Sendable {
                 }
             }
             var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+            let n: Int
+            if passesFileDescriptors {
+                var fds = [Int32](repeating: -1, count: Self.maximumFileDescriptors * 4)
+                var count: Int32 = 0
+                n = chunk.withUnsafeMutableBytes { raw in
+                    ckeychain_recv_with_fds(fd, raw.baseAddress, raw.count, &fds, Int32(fds.count), &count)
+                }
+                receivedFDs += fds.prefix(Int(max(0, count))).map { UnixFileDescriptor(taking: $0) }
+                guard receivedFDs.count <= Self.maximumFileDescriptors * 4 else {
+                    throw Failure("more file descriptors than the messages claim")
+                }
+            } else {
+                n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+            }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { throw Failure("the bus connection is closed") }
             buffer.append(contentsOf: chunk[..<n])
         }
+    }
+
+    /// Hands a message the descriptors its header announces, in the order they came. Descriptors on a connection
+    /// that did not negotiate them, too many, or missing ones end the connection: only a broken bus sends those
+    /// (it refuses to pass descriptors to a connection that did not ask), and the stream's descriptors could no
+    /// longer be matched to its messages. An `h` that names none is the reader's to refuse
+    /// (``DBusMessage/fileDescriptor(_:)`` is nil), not a reason to drop everyone's connection.
+    private func claimFileDescriptors(of message: inout DBusMessage) throws(Failure) {
+        let count = Int(message.unixFDs)
+        guard count > 0 else { return }
+        guard passesFileDescriptors else { throw Failure("file descriptors are not accepted") }
+        guard count <= Self.maximumFileDescriptors, receivedFDs.count >= count else {
+            throw Failure("a message announces file descriptors that did not come")
+        }
+        message.fileDescriptors = Array(receivedFDs.prefix(count))
+        receivedFDs.removeFirst(count)
     }
 
     /// Bus addresses escape bytes as %XX.

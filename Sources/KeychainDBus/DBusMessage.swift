@@ -27,10 +27,19 @@ public struct DBusMessage: Sendable, Hashable {
     public var destination: String?
     public var sender: String?
     public var body: [DBusValue] = []
-    /// The number of file descriptors sent with the message (we never send any, and refuse messages that carry some).
+    /// The number of file descriptors the header says came with the message (its UNIX_FDS field).
     public var unixFDs: UInt32 = 0
+    /// The file descriptors that came with the message (an `h` value is an index into them), or go with it: only on
+    /// a connection that negotiated them (``DBusConnection/passesFileDescriptors``).
+    public var fileDescriptors: [UnixFileDescriptor] = []
 
     public init(kind: Kind) { self.kind = kind }
+
+    /// The descriptor an `h` value names, nil when the message carries no such one.
+    public func fileDescriptor(_ value: DBusValue) -> UnixFileDescriptor? {
+        guard case .unixFD(let index) = value, Int(index) < fileDescriptors.count else { return nil }
+        return fileDescriptors[Int(index)]
+    }
 
     public static func methodCall(destination: String?, path: String, interface: String?, member: String,
                                   body: [DBusValue] = []) -> DBusMessage {
@@ -111,6 +120,7 @@ public struct DBusMessage: Sendable, Hashable {
         if let destination { field(6, .string(destination)) }
         if let sender { field(7, .string(sender)) }
         if !signature.isEmpty { field(8, .signature(signature)) }
+        if !fileDescriptors.isEmpty { field(9, .uint32(UInt32(fileDescriptors.count))) }
 
         var writer = DBusWriter()
         writer.write(.byte(UInt8(ascii: "l")))

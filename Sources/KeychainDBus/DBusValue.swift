@@ -12,8 +12,7 @@ public indirect enum DBusValue: Sendable, Hashable {
     case string(String)
     case objectPath(String)
     case signature(String)
-    /// An index into the message's file descriptors (never used by the Secret Service; read and written as a
-    /// number only).
+    /// An index into the message's file descriptors (``DBusMessage/fileDescriptors``).
     case unixFD(UInt32)
     /// An array of `elementSignature` values (`ay` bytes are an array of `.byte`).
     case array(elementSignature: String, [DBusValue])
@@ -51,6 +50,17 @@ public indirect enum DBusValue: Sendable, Hashable {
         case .dictionary(let key, let value, _): "a{" + key + value + "}"
         case .structure(let fields): "(" + fields.map(\.signature).joined() + ")"
         case .variant: "v"
+        }
+    }
+
+    /// The `h` values inside this one (indexes into the message's descriptors).
+    public var fileDescriptorIndices: [UInt32] {
+        switch self {
+        case .unixFD(let index): [index]
+        case .array(_, let values), .structure(let values): values.flatMap(\.fileDescriptorIndices)
+        case .dictionary(_, _, let entries): entries.flatMap { $0.key.fileDescriptorIndices + $0.value.fileDescriptorIndices }
+        case .variant(let value): value.fileDescriptorIndices
+        default: []
         }
     }
 

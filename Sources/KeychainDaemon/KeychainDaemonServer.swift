@@ -179,6 +179,10 @@ public final class KeychainDaemonServer: Sendable {
     /// machine sleeps and their keys are not in memory while it is suspended (the wake-up detector of run() stays
     /// for machines without logind). Only the signal from the owner of org.freedesktop.login1 counts (only logind
     /// may own that name on the system bus): any program can send a signal of that name to us.
+    ///
+    /// keychaind holds a *delay* inhibitor lock meanwhile (logind's Inhibit, when the connection passes file
+    /// descriptors): logind then waits for it (at most its InhibitDelayMaxSec, 5 s by default) before suspending, so
+    /// the locking is not raced by a fast suspend. Released once the keychains are locked, taken again on waking.
     public func watchForSleep(on systemBus: DBusConnection) throws {
         let logind = "org.freedesktop.login1"
         @Sendable func owner() -> String? {
@@ -194,13 +198,46 @@ public final class KeychainDaemonServer: Sendable {
                                                 + "interface='org.freedesktop.login1.Manager',member='PrepareForSleep'")]))
         systemBus.startReceiving { [self] message in
             guard message.kind == .signal, message.member == "PrepareForSleep", message.path == "/org/freedesktop/login1",
-                  message.interface == "org.freedesktop.login1.Manager", message.body.first == .boolean(true),
+                  message.interface == "org.freedesktop.login1.Manager", case .boolean(let sleeping)? = message.body.first,
                   let sender = message.sender
             else { return }
             // logind restarted: its new unique name is looked up once more.
             if known.withLock({ $0 }) != sender { known.withLock { $0 = owner() } }
             guard known.withLock({ $0 }) == sender else { return }
-            lockForSleep()
+            if sleeping {
+                lockForSleep()
+                sleepInhibitor.withLock { $0.take() }?.close()  // locked: logind may go on
+            } else {
+                takeSleepInhibitor(on: systemBus)
+            }
+        }
+        takeSleepInhibitor(on: systemBus)
+    }
+
+    /// logind's delay inhibitor lock while keychaind holds it (closing the descriptor releases it).
+    private let sleepInhibitor = Mutex<UnixFileDescriptor?>(nil)
+
+    /// Asks logind for a delay inhibitor on sleep. Refused (no logind, a policy that says no, a bus that passes
+    /// no descriptors): the signal alone still locks, only without the guarantee of going first.
+    private func takeSleepInhibitor(on systemBus: DBusConnection) {
+        guard systemBus.passesFileDescriptors else { return }
+        do {
+            let reply = try systemBus.call(.methodCall(
+                destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
+                interface: "org.freedesktop.login1.Manager", member: "Inhibit",
+                body: [.string("sleep"), .string("keychaind"), .string("Locking keychains set to lock on sleep"),
+                       .string("delay")]))
+            guard let value = reply.body.first, let lock = reply.fileDescriptor(value) else {
+                FileHandle.standardError.write(Data("keychaind: logind's Inhibit answered no descriptor\n".utf8))
+                return
+            }
+            let previous = sleepInhibitor.withLock { held in
+                defer { held = lock }
+                return held
+            }
+            previous?.close()
+        } catch {
+            FileHandle.standardError.write(Data("keychaind: no sleep inhibitor from logind: \(error)\n".utf8))
         }
     }
 
@@ -211,7 +248,7 @@ public final class KeychainDaemonServer: Sendable {
         // What the collection list is (read as keychaind itself sees the preferences).
         let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
                                                baseConfiguration: fileConfiguration)
-        let server = SecretServiceServer(connection: connection, keychains: { SecretServiceObjects.collections(of: observer) },
+        let server = SecretServiceServer(connection: connection, observer: observer,
                                          publish: { [self] event in publish(event) }) { [self] peer in
             guard let claimed = policy.caller(for: peer) else { return nil }
             let caller = Caller(accessGroups: ["org.freedesktop.secrets", Caller.wildcardGroup], application: claimed.application)

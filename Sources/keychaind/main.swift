@@ -73,10 +73,11 @@ if arguments.contains("--secret-service") {
     }
 }
 notifyStarter("ready")
-// logind's PrepareForSleep: keychains set to lock on sleep lock before the machine sleeps (after "ready": the
-// client that started keychaind does not wait for the system bus). No system bus (a container, a minimal system):
-// waking is still noticed by the clocks.
-if let systemBus = try? DBusConnection.systemBus() {
+// logind's PrepareForSleep: keychains set to lock on sleep lock before the machine sleeps, under a delay inhibitor
+// (a descriptor logind passes: hence the connection that takes descriptors). After "ready": the client that started
+// keychaind does not wait for the system bus. No system bus (a container, a minimal system): waking is still
+// noticed by the clocks.
+if let systemBus = try? DBusConnection.systemBus(fileDescriptors: true) {
     do { try server.watchForSleep(on: systemBus) } catch {
         FileHandle.standardError.write(Data("keychaind: not following logind's sleep signal: \(error)\n".utf8))
     }

@@ -405,6 +405,68 @@ struct DaemonTests {
         #expect(try security("add-generic-password", "-a", "b", "-s", "s", "-w", "v", "stays") == 0)  // still unlocked
     }
 
+    @Test("keychaind holds logind's delay inhibitor and lets it go only once the keychains set to lock on sleep are locked; taken again on waking",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
+    func sleepInhibitor() throws {
+        let bus = try PrivateSessionBus()  // standing in for the system bus
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        var environment = home.environment
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+        // logind, as it answers Inhibit: the write end of a pipe whose read end it watches; the lock is released
+        // when every copy of the write end is closed (the read end then reads end-of-file).
+        let logind = try DBusConnection(address: bus.address, fileDescriptors: true)
+        defer { logind.close() }
+        #expect(logind.passesFileDescriptors)
+        _ = try logind.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                        interface: "org.freedesktop.DBus", member: "RequestName",
+                                        body: [.string("org.freedesktop.login1"), .uint32(4)]))
+        let inhibitors = Mutex<[(arguments: [String], watched: UnixFileDescriptor)]>([])
+        logind.startReceiving { message in
+            guard message.kind == .methodCall, message.member == "Inhibit" else { return }
+            guard let ends = closeOnExecPipe() else { return }
+            var reply = message.methodReturn([.unixFD(0)])
+            reply.fileDescriptors = [UnixFileDescriptor(taking: ends.write)]
+            inhibitors.withLock { $0.append((message.body.compactMap(\.stringValue), UnixFileDescriptor(taking: ends.read))) }
+            _ = try? logind.send(reply)
+        }
+        func security(_ arguments: String...) throws -> Int32 {
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent("security").path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: environment)
+            if case .exited(let code) = output.termination { return code }
+            return -1
+        }
+        /// Whether the inhibitor's read end shows end-of-file within `milliseconds` (the lock released).
+        func released(_ watched: UnixFileDescriptor, within milliseconds: Int32) -> Bool {
+            var entry = pollfd(fd: watched.fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, milliseconds) == 1 else { return false }
+            var byte: UInt8 = 0
+            return read(watched.fd, &byte, 1) == 0
+        }
+        func waitForInhibitors(_ count: Int) -> Bool {
+            for _ in 0..<200 where inhibitors.withLock({ $0.count }) < count { usleep(25_000) }
+            return inhibitors.withLock { $0.count } == count
+        }
+        #expect(try security("create-keychain", "-p", "pw", "work") == 0)  // keychaind starts, asks logind
+        #expect(try security("set-keychain-settings", "-l", "work") == 0)
+        #expect(try security("add-generic-password", "-a", "a", "-s", "s", "-w", "v", "work") == 0)
+        #expect(waitForInhibitors(1))
+        let first = try #require(inhibitors.withLock { $0.first })
+        #expect(first.arguments == ["sleep", "keychaind", "Locking keychains set to lock on sleep", "delay"])
+        #expect(!released(first.watched, within: 300))  // held while awake
+        _ = try logind.send(.signal(path: "/org/freedesktop/login1", interface: "org.freedesktop.login1.Manager",
+                                    member: "PrepareForSleep", body: [.boolean(true)]))
+        #expect(released(first.watched, within: 5_000))
+        // Released only after locking: the keychain is locked by the time logind may suspend.
+        #expect(try security("find-generic-password", "-a", "a", "-s", "s", "work") == 36)
+        // Awake again: a new inhibitor for the next sleep.
+        _ = try logind.send(.signal(path: "/org/freedesktop/login1", interface: "org.freedesktop.login1.Manager",
+                                    member: "PrepareForSleep", body: [.boolean(false)]))
+        #expect(waitForInhibitors(2))
+        let second = try #require(inhibitors.withLock { $0.last })
+        #expect(!released(second.watched, within: 300))
+    }
+
     /// A pinentry that answers CONFIRM from a file of answers (allow, always, anything else: Deny) and GETPIN with
     /// `pin:PASSWORD` (anything else: Cancel), and logs what it was asked: the daemon runs it as it would run the
     /// real one on the client's display.

@@ -44,6 +44,12 @@ struct SecretServiceTests {
             return line.trimmingCharacters(in: .whitespacesAndNewlines)
         }
 
+        /// Kills keychaind at once (as a crash would); the next startDaemon starts another.
+        func stopDaemon() {
+            if let daemon { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+            daemon = nil
+        }
+
         func run(_ program: String, _ arguments: String..., stdin: String = "") throws -> Tool.Result {
             let path = program.hasPrefix("/") ? program : Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
             let output = try ChildProcess.run(path, arguments: arguments, environment: environment, input: Data(stdin.utf8))
@@ -313,8 +319,18 @@ struct SecretServiceTests {
             connection = secretstorage.dbus_init()
             if sys.argv[1] == "create":
                 collection = secretstorage.create_collection(connection, "Work Stuff")
-                print(collection.collection_path, collection.is_locked())
+                print(collection.collection_path, collection.is_locked(), collection.get_label())
                 collection.create_item("w", {"k": "v"}, b"work-secret")
+            elif sys.argv[1] == "label":
+                collection = secretstorage.Collection(connection, "/org/freedesktop/secrets/collection/Work_Stuff")
+                collection.set_label("Renamed \\u2713")
+                try:
+                    collection.set_label("bad\\x01")
+                except Exception as error:
+                    print("refused", type(error).__name__)
+            elif sys.argv[1] == "show":
+                collection = secretstorage.Collection(connection, "/org/freedesktop/secrets/collection/Work_Stuff")
+                print(collection.get_label(), collection.is_locked())
             else:
                 [collection] = [c for c in secretstorage.get_all_collections(connection) if c.collection_path.endswith("/Work_Stuff")]
                 try:
@@ -326,11 +342,21 @@ struct SecretServiceTests {
         // Two different passwords first (asked again), then the same one twice.
         try pinentry.answer("pin:one", "pin:two", "pin:pw", "pin:pw")
         let created = try desktop.run("/usr/bin/env", "python3", script.path, "create")
-        #expect(created.stdout == "/org/freedesktop/secrets/collection/Work_Stuff False\n", "\(created.stderr)")
+        #expect(created.stdout == "/org/freedesktop/secrets/collection/Work_Stuff False Work Stuff\n", "\(created.stderr)")
         #expect(pinentry.passwordRequests == 4)
         #expect(try desktop.run("security", "list-keychains").stdout.contains("Work_Stuff.keychain-db"))
         // The password the user chose is the keychain's.
         #expect(try desktop.run("security", "lock-keychain", "Work_Stuff").status == 0)
+        #expect(try desktop.run("security", "unlock-keychain", "-p", "pw", "Work_Stuff").status == 0)
+        // Label is writable: the same path, the new label (a control character refused), readable while locked
+        // and after keychaind restarts.
+        let relabeled = try desktop.run("/usr/bin/env", "python3", script.path, "label")
+        #expect(relabeled.stdout.hasPrefix("refused"), "\(relabeled.stdout) \(relabeled.stderr)")
+        #expect(try desktop.run("security", "lock-keychain", "Work_Stuff").status == 0)
+        #expect(try desktop.run("/usr/bin/env", "python3", script.path, "show").stdout == "Renamed \u{2713} True\n")
+        desktop.stopDaemon()
+        #expect(try desktop.startDaemon(settings: ["PINENTRY_PROGRAM": pinentry.program.path, "DISPLAY": ":kc-test"]) == "ready")
+        #expect(try desktop.run("/usr/bin/env", "python3", script.path, "show").stdout == "Renamed \u{2713} True\n")
         #expect(try desktop.run("security", "unlock-keychain", "-p", "pw", "Work_Stuff").status == 0)
         // Delete: Deny keeps it, Allow deletes the file.
         try pinentry.answer("deny")
@@ -370,8 +396,7 @@ struct SecretServiceTests {
         let grep = try desktop.run("/usr/bin/grep", "-r", "-l", "-a", "in-memory-only", home, "--exclude=session.py")
         #expect(grep.stdout == "")
         // keychaind stopped: gone.
-        if let daemon = desktop.daemon { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
-        desktop.daemon = nil
+        desktop.stopDaemon()
         #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("/usr/bin/env", "python3", script.path, "read").stdout == "[]\n")
         // What went to the keychain is there after the restart, for the same client as before.

@@ -36,6 +36,27 @@ struct PreferencesTests {
         #expect(prefs.searchList() == [])
     }
 
+    @Test("a preference file changed by another process is seen at once, even rewritten in place to the same length")
+    func changedElsewhere() throws {
+        let kc = try TestKeychain()
+        let prefs = KeychainPreferences(locations: kc.locations)
+        let a = kc.locations.url(forKeychain: "aaaa"), b = kc.locations.url(forKeychain: "bbbb")
+        try prefs.setSearchList([a])
+        #expect(prefs.paths().searchList == [a.path])
+        // Old enough to be remembered (a file changed in the last two seconds never is), then read.
+        Thread.sleep(forTimeInterval: 2.2)
+        #expect(prefs.paths().searchList == [a.path])
+        #expect(prefs.searchList() == [a])
+        // Same inode, same size, the same second: only the status-change time tells.
+        let handle = try FileHandle(forWritingTo: kc.locations.searchListFile)
+        try handle.write(contentsOf: Data((b.path + "\n").utf8))
+        try handle.close()
+        #expect(prefs.paths().searchList == [b.path])
+        #expect(prefs.searchList() == [b])
+        try FileManager.default.removeItem(at: kc.locations.searchListFile)
+        #expect(prefs.paths().searchList == [prefs.paths().defaultKeychain])
+    }
+
     @Test("two keychains are independent")
     func independent() throws {
         let kc = try TestKeychain()

@@ -3,6 +3,10 @@ import KeychainDBus
 import KeychainTestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @Suite("D-Bus connections on a real bus", .serialized,
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
 struct DBusBusTests {
@@ -65,6 +69,67 @@ struct DBusBusTests {
         #expect(signal?.body == [.objectPath("/org/example/item/1")])
         client.close()
         server.close()
+    }
+
+    @Test("file descriptors: passed both ways where negotiated; refused by the bus for a connection that did not ask, which stays up")
+    func fileDescriptors() throws {
+        let bus = try PrivateSessionBus()
+        let server = try DBusConnection(address: bus.address, fileDescriptors: true)
+        let plain = try DBusConnection(address: bus.address)
+        let client = try DBusConnection(address: bus.address, fileDescriptors: true)
+        #expect(server.passesFileDescriptors && client.passesFileDescriptors && !plain.passesFileDescriptors)
+        // The server writes a line into the descriptor it is given and answers with a descriptor of its own.
+        server.startReceiving { [server] message in
+            guard message.kind == .methodCall else { return }
+            guard let value = message.body.first, let given = message.fileDescriptor(value) else {
+                _ = try? server.send(message.errorReply("org.example.Error.NoDescriptor", "no descriptor"))
+                return
+            }
+            _ = "written by the server\n".withCString { write(given.fd, $0, strlen($0)) }
+            guard let ends = closeOnExecPipe() else { return }
+            _ = "answered\n".withCString { write(ends.write, $0, strlen($0)) }
+            Glibc.close(ends.write)
+            var reply = message.methodReturn([.string("here"), .unixFD(0)])
+            reply.fileDescriptors = [UnixFileDescriptor(taking: ends.read)]
+            _ = try? server.send(reply)
+        }
+        plain.startReceiving { [plain] message in
+            if message.kind == .methodCall { _ = try? plain.send(message.methodReturn([.string("alive")])) }
+        }
+        func readAll(_ fd: Int32) -> String {
+            var bytes: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 256)
+            while true {
+                let n = read(fd, &chunk, chunk.count)
+                if n <= 0 { break }
+                bytes += chunk[..<n]
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        let ends = try #require(closeOnExecPipe())
+        let readEnd = UnixFileDescriptor(taking: ends.read)
+        var call = DBusMessage.methodCall(destination: server.uniqueName, path: "/", interface: "org.example.Test",
+                                          member: "Take", body: [.unixFD(0)])
+        call.fileDescriptors = [UnixFileDescriptor(taking: ends.write)]
+        let reply = try client.call(call)
+        call.fileDescriptors = []  // our copy of the write end closed: the server's is the last one
+        #expect(reply.body.first == .string("here"))
+        let answered = try #require(reply.fileDescriptor(reply.body[1]))
+        #expect(readAll(answered.fd) == "answered\n")
+        #expect(reply.fileDescriptor(.unixFD(1)) == nil)  // an index past the descriptors names none
+        // A descriptor for the connection that did not negotiate them: the bus refuses it, the connection lives on.
+        var refused = DBusMessage.methodCall(destination: plain.uniqueName, path: "/", interface: "org.example.Test",
+                                             member: "Take", body: [.unixFD(0)])
+        refused.fileDescriptors = [UnixFileDescriptor(duplicating: 1)!]
+        #expect(throws: DBusConnection.ErrorReply.self) { try client.call(refused) }
+        let alive = try client.call(.methodCall(destination: plain.uniqueName, path: "/", interface: "org.example.Test",
+                                                member: "Ping"))
+        #expect(alive.body == [.string("alive")])
+        // And one without: nothing to send them on.
+        #expect(throws: DBusConnection.Failure.self) { try plain.send(refused) }
+        server.close()
+        #expect(readAll(readEnd.fd) == "written by the server\n")
+        client.close()
+        plain.close()
     }
 
     @Test("a connection that cannot reach a bus says why")

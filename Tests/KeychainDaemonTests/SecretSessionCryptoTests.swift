@@ -22,6 +22,29 @@ struct SecretSessionCryptoTests {
         #expect(key.withUnsafeBytes { Array($0) } == hexBytes("0ee6b8315af000b5e658b789432b55a7"))
     }
 
+    @Test("a short exponent gives the same power whether its length is given or the full 1024 bits are walked")
+    func shortExponent() {
+        for _ in 0..<4 {
+            let exponent = (0..<16).map { $0 < 4 ? UInt64.random(in: .min ... .max) : 0 }
+            let base = ModP1024.power(ModP1024.generator, (0..<16).map { _ in UInt64.random(in: 0 ... .max >> 1) })
+            #expect(ModP1024.power(base, exponent, bits: 256) == ModP1024.power(base, exponent))
+        }
+        // Every digit of the window (0 through 15), in a known power of two: 2^0xFEDCBA9876543210 is checked
+        // against repeated squaring.
+        let exponent: ModP1024.Number = [0xFEDC_BA98_7654_3210] + Array(repeating: 0, count: 15)
+        var bySquaring = ModP1024.generator
+        let montgomery = { (x: ModP1024.Number) in ModP1024.multiply(x, ModP1024.rSquared) }
+        let plain = { (x: ModP1024.Number) in ModP1024.multiply(x, [1] + Array(repeating: 0, count: 15)) }
+        var result = montgomery([1] + Array(repeating: 0, count: 15))
+        var square = montgomery(bySquaring)
+        for bit in 0..<64 {
+            if exponent[0] >> UInt64(bit) & 1 == 1 { result = ModP1024.multiply(result, square) }
+            square = ModP1024.multiply(square, square)
+        }
+        bySquaring = plain(result)
+        #expect(ModP1024.power(ModP1024.generator, exponent, bits: 64) == bySquaring)
+    }
+
     @Test("a client and the service agree on the key: what one encrypts the other opens; bad public keys are refused")
     func agreement() throws {
         var clientSecret = (0..<16).map { _ in UInt64.random(in: .min ... .max) }

@@ -23,4 +23,14 @@ char *const *ckeychain_environment(void);
 /// _GNU_SOURCE, which Swift's Glibc module does not define). Returns 0 and fills pid, uid, gid; -1 with errno set.
 int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
+/// recv(2) that also takes the file descriptors passed along (SCM_RIGHTS, made close-on-exec): up to `max_fds`
+/// are stored in `fds` and counted in `*fd_count`; more than that, or a truncated control message, closes every one
+/// received and fails with EPROTO (the stream's descriptors can no longer be matched to its messages).
+/// Returns the bytes read (0 at end of stream) or -1 with errno set.
+ssize_t ckeychain_recv_with_fds(int socket, void *buffer, size_t length, int *fds, int max_fds, int *fd_count);
+
+/// send(2) of `length` bytes with `fd_count` file descriptors attached (SCM_RIGHTS; at most 16), never raising
+/// SIGPIPE. Returns the bytes sent or -1 with errno set.
+ssize_t ckeychain_send_with_fds(int socket, const void *buffer, size_t length, const int *fds, int fd_count);
+
 #endif

@@ -43,9 +43,9 @@ public final class EmbeddedKeychainService: KeychainService {
     // MARK: - Which keychains
 
     public func resolve(_ nameOrPath: String) -> KeychainReference { reference(locations.url(forKeychain: nameOrPath)) }
-    public func defaultKeychain() -> KeychainReference { reference(preferences.defaultKeychain()) }
-    public func loginKeychain() -> KeychainReference { reference(preferences.loginKeychain()) }
-    public func searchList() -> [KeychainReference] { preferences.searchList().map(reference) }
+    public func defaultKeychain() -> KeychainReference { KeychainReference(path: preferences.paths().defaultKeychain) }
+    public func loginKeychain() -> KeychainReference { KeychainReference(path: preferences.paths().loginKeychain) }
+    public func searchList() -> [KeychainReference] { preferences.paths().searchList.map { KeychainReference(path: $0) } }
 
     public func setDefaultKeychain(_ keychain: KeychainReference?) throws(KeychainError) {
         try preferences.setDefaultKeychain(keychain.map(url))
@@ -62,7 +62,7 @@ public final class EmbeddedKeychainService: KeychainService {
     // MARK: - Keychains
 
     public func state(of keychain: KeychainReference) throws(KeychainError) -> KeychainState {
-        guard FileManager.default.fileExists(atPath: keychain.path) else {
+        guard StandardPath.exists(keychain.path) else {
             return KeychainState(exists: false, isLocked: true, hasPassword: false)
         }
         let file = try self.file(keychain)
@@ -305,6 +305,6 @@ public final class EmbeddedKeychainService: KeychainService {
         return file
     }
 
-    private func reference(_ url: URL) -> KeychainReference { KeychainReference(path: url.standardizedFileURL.path) }
+    private func reference(_ url: URL) -> KeychainReference { KeychainReference(path: StandardPath.of(url.path)) }
     private func url(_ keychain: KeychainReference) -> URL { URL(fileURLWithPath: keychain.path) }
 }

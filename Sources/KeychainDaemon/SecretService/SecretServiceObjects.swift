@@ -2,6 +2,11 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainDBus
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The Secret Service's objects (service, collections, items) for one caller, over that caller's keychain service.
 struct SecretServiceObjects: Sendable {
@@ -26,7 +31,7 @@ struct SecretServiceObjects: Sendable {
         let preferred = service.defaultKeychain()
         if !list.contains(preferred) { list.insert(preferred, at: 0) }
         // A keychain named `session` would be hidden by the in-memory collection of that name.
-        return list.filter { name(of: $0) != "session" && (try? service.state(of: $0).exists) == true }
+        return list.filter { name(of: $0) != "session" && access($0.path, F_OK) == 0 }
     }
 
     // MARK: - Paths
@@ -35,6 +40,19 @@ struct SecretServiceObjects: Sendable {
     static func name(of keychain: KeychainReference) -> String { name(ofPath: keychain.path) }
 
     static func name(ofPath path: String) -> String {
+        if let known = knownNames.withLock({ $0[path] }) { return known }
+        let name = makeName(ofPath: path)
+        knownNames.withLock { names in
+            if names.count > 256 { names.removeAll() }
+            names[path] = name
+        }
+        return name
+    }
+
+    /// Names already worked out, by path (every call resolves paths through them).
+    private static let knownNames = Mutex<[String: String]>([:])
+
+    private static func makeName(ofPath path: String) -> String {
         var base = URL(fileURLWithPath: path).lastPathComponent
         for suffix in [".keychain-db", ".keychain"] where base.hasSuffix(suffix) { base.removeLast(suffix.count) }
         let cleaned = String(base.unicodeScalars.map { scalar -> Character in
@@ -379,9 +397,10 @@ struct SecretServiceObjects: Sendable {
                 try setSessionProperty(path: path, name: name, value: value)
                 return []
             }
-            guard let (keychain, id) = try resolve(path), let id else {
+            guard let (keychain, id) = try resolve(path) else {
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set here")
             }
+            guard let id else { return try setCollectionProperty(keychain, path: path, name: name, value: value) }
             _ = try unlockedItem(keychain, id)
             switch name {
             case "Label":
@@ -421,7 +440,8 @@ struct SecretServiceObjects: Sendable {
         guard let id else {
             guard interface == SecretServiceServer.collectionInterface else { return [:] }
             let times = fileTimes(keychain)
-            var values: [String: DBusValue] = ["Label": .string(Self.name(of: keychain)), "Locked": .boolean(locked),
+            var values: [String: DBusValue] = ["Label": .string(server.labels.label(of: keychain) ?? Self.name(of: keychain)),
+                                               "Locked": .boolean(locked),
                                                "Created": .uint64(times.created), "Modified": .uint64(times.modified)]
             if wanted == nil || wanted == "Items" {
                 let items = locked ? [] : try search([:], in: keychain).map { DBusValue.objectPath(itemPath(keychain, $0.uuid)) }

@@ -34,8 +34,11 @@ public final class SecretServiceServer: Sendable {
     private let serviceForPeer: ServiceForPeer
     /// keychaind's environment: where prompts find the display and the pinentry (PINENTRY_PROGRAM).
     let environment: [String: String]
-    /// The keychains served as collections now (the search list and the default), for the collection signals.
-    private let keychains: @Sendable () -> [KeychainReference]
+    /// keychaind's own view of the keychains (no access group, no program): which ones are collections, and the
+    /// calls that depend on no caller.
+    private let observer: EmbeddedKeychainService
+    /// The collections' labels (a preference file beside the search list).
+    let labels: CollectionLabels
     /// Where changes go (keychaind's event fan-out, which calls ``announce(_:)`` back); nil: straight to the bus.
     private let eventSink: (@Sendable (KeychainEvent) -> Void)?
     struct State {
@@ -55,6 +58,8 @@ public final class SecretServiceServer: Sendable {
         var pids: [String: Int32] = [:]
         /// The collections last announced (CollectionCreated / CollectionDeleted are the difference).
         var knownCollections: Set<String> = []
+        /// Callers whose identification is under way.
+        var identifying: [String: Identification] = [:]
     }
     let state = Mutex(State())
     /// The in-memory `session` collection (one per keychaind).
@@ -71,11 +76,12 @@ public final class SecretServiceServer: Sendable {
     }
 
     public init(connection: DBusConnection, environment: [String: String] = ProcessInfo.processInfo.environment,
-                keychains: @escaping @Sendable () -> [KeychainReference] = { [] },
+                observer: EmbeddedKeychainService,
                 publish: (@Sendable (KeychainEvent) -> Void)? = nil, serviceForPeer: @escaping ServiceForPeer) {
         self.connection = connection
         self.environment = environment
-        self.keychains = keychains
+        self.observer = observer
+        labels = CollectionLabels(locations: observer.locations)
         self.eventSink = publish
         self.serviceForPeer = serviceForPeer
     }
@@ -85,7 +91,7 @@ public final class SecretServiceServer: Sendable {
     }
 
     func collectionPaths() -> [String] {
-        keychains().map { Self.collectionPrefix + SecretServiceObjects.name(of: $0) } + [SecretSessionCollection.path]
+        SecretServiceObjects.collections(of: observer).map { Self.collectionPrefix + SecretServiceObjects.name(of: $0) } + [SecretSessionCollection.path]
     }
 
 
@@ -153,6 +159,7 @@ public final class SecretServiceServer: Sendable {
         static let noSession = Failure(name: "org.freedesktop.Secret.Error.NoSession", message: "the session does not exist or is not yours")
         static let isLocked = Failure(name: "org.freedesktop.Secret.Error.IsLocked", message: "the collection is locked")
         static let noSuchObject = Failure(name: "org.freedesktop.Secret.Error.NoSuchObject", message: "no such item")
+        static let unidentified = Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program")
     }
 
     /// A call whose answer needs the user first (a search of a locked keychain): worked out on a thread of its own,
@@ -204,7 +211,13 @@ public final class SecretServiceServer: Sendable {
                 return [.string(id)]
             }
         }
-        let service = try service(for: sender)
+        // Who the caller is takes a round trip to the bus and reads of /proc: started at its first call and done
+        // meanwhile on another thread, waited for only by the calls that depend on it (a lookup's first calls,
+        // the service's properties and OpenSession, do not).
+        let identification = identification(of: sender)
+        let needsIdentity = !(path == Self.servicePath
+            && (message.interface == Self.propertiesInterface || member == "OpenSession" || member == "ReadAlias"))
+        let service = needsIdentity ? try identification.service() : observer
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
         if message.interface == Self.propertiesInterface {
             return try objects.properties(member, path: path, arguments: message.body)
@@ -229,11 +242,55 @@ public final class SecretServiceServer: Sendable {
         Failure(name: "org.freedesktop.DBus.Error.UnknownMethod", message: "no method \(member) here")
     }
 
-    /// The caller's keychain service, made once per bus connection from the program the bus says it is.
-    private func service(for sender: String) throws -> EmbeddedKeychainService {
-        if let known = state.withLock({ $0.services[sender] }) { return known }
+    /// The caller's identification: known, under way, or started now on a thread of its own.
+    private func identification(of sender: String) -> Identification {
+        let (identification, isNew) = state.withLock { state -> (Identification, Bool) in
+            if let known = state.services[sender] { return (Identification(known), false) }
+            if let pending = state.identifying[sender] { return (pending, false) }
+            let started = Identification()
+            state.identifying[sender] = started
+            return (started, true)
+        }
+        if isNew {
+            DispatchQueue.global(qos: .userInitiated).async { [self] in
+                identification.finish(Result { try identify(sender) })
+                state.withLock { _ = $0.identifying.removeValue(forKey: sender) }
+            }
+        }
+        return identification
+    }
+
+    /// A caller's keychain service, once the bus said which process it is (``SecretServiceServer/identify(_:)``).
+    final class Identification: @unchecked Sendable {
+        // SAFETY: `result` is only read and written under `condition`.
+        private let condition = NSCondition()
+        private var result: Result<EmbeddedKeychainService, any Error>?
+
+        init(_ known: EmbeddedKeychainService? = nil) { result = known.map { .success($0) } }
+
+        func finish(_ outcome: Result<EmbeddedKeychainService, any Error>) {
+            condition.lock()
+            result = outcome
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        /// The service, waiting for the identification if it is still under way (the bus answers within its 25 s).
+        func service() throws -> EmbeddedKeychainService {
+            condition.lock()
+            defer { condition.unlock() }
+            let deadline = Date(timeIntervalSinceNow: 30)
+            while result == nil {
+                if !condition.wait(until: deadline) { throw Failure.unidentified }
+            }
+            return try result!.get()
+        }
+    }
+
+    /// Identifies `sender` from what the bus vouches for and makes (or reuses, per program) its keychain service.
+    private func identify(_ sender: String) throws -> EmbeddedKeychainService {
         guard let (pid, uid) = try credentials(of: sender), uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid)
-        else { throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program") }
+        else { throw Failure.unidentified }
         let program = peer.program
         state.withLock { state in
             if state.pids.count > 256 { state.pids.removeAll() }
@@ -243,9 +300,7 @@ public final class SecretServiceServer: Sendable {
             state.withLock { $0.services[sender] = known }
             return known
         }
-        guard let made = serviceForPeer(peer) else {
-            throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied", message: "cannot identify the calling program")
-        }
+        guard let made = serviceForPeer(peer) else { throw Failure.unidentified }
         state.withLock { state in
             if state.services.count > 256 { state.services.removeAll() }
             if state.programs.count > 64 { state.programs.removeAll() }

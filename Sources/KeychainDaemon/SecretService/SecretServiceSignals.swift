@@ -30,6 +30,7 @@ extension SecretServiceServer {
             propertiesChanged(path, interface: Self.collectionInterface, [:], invalidated: ["Items", "Modified"])
             signal(Self.servicePath, Self.serviceInterface, "CollectionChanged", [.objectPath(path)])
         case .keychainListChanged, .defaultChanged:
+            labels.prune()
             refreshCollections()
         case .passwordChanged:
             return
