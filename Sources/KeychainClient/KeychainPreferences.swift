@@ -15,6 +15,7 @@ public struct KeychainPreferences: Sendable {
     private let defaultKeychainFile: URL
     private let loginKeychainFile: URL
     private let searchListFile: URL
+    private let filePaths: (defaultKeychain: String, loginKeychain: String, searchList: String, standardLogin: String)
     private let standardLoginKeychain: URL
 
     public init(locations: KeychainLocations = .current()) {
@@ -23,6 +24,7 @@ public struct KeychainPreferences: Sendable {
         loginKeychainFile = locations.loginKeychainFile
         searchListFile = locations.searchListFile
         standardLoginKeychain = locations.loginKeychain
+        filePaths = (defaultKeychainFile.path, loginKeychainFile.path, searchListFile.path, standardLoginKeychain.path)
     }
 
     /// The default keychain: the configured one, else the login keychain.
@@ -62,8 +64,8 @@ public struct KeychainPreferences: Sendable {
     /// The default keychain, the login keychain and the search list as standardized paths, as the keychain service
     /// compares them. Worked out again only when one of the three files changed (keychaind asks on every call).
     public func paths() -> Paths {
-        let texts = Texts(defaultKeychain: read(defaultKeychainFile), loginKeychain: read(loginKeychainFile),
-                          searchList: read(searchListFile), standardLogin: standardLoginKeychain.path)
+        let texts = Texts(defaultKeychain: read(path: filePaths.defaultKeychain), loginKeychain: read(path: filePaths.loginKeychain),
+                          searchList: read(path: filePaths.searchList), standardLogin: filePaths.standardLogin)
         if let known = Self.derived.withLock({ $0[texts] }) { return known }
         func firstLine(_ text: String?) -> String? {
             guard let line = text?.trimmingCharacters(in: .whitespacesAndNewlines), !line.isEmpty else { return nil }
@@ -115,8 +117,9 @@ public struct KeychainPreferences: Sendable {
     /// every Secret Service call from the search list and the default keychain, and the files are small but the
     /// reads were a fifth of its work per call. One `stat` tells a replaced or rewritten file (writes are atomic
     /// renames: a new inode) from the one read before.
-    private func read(_ url: URL) -> String? {
-        let path = url.path
+    private func read(_ url: URL) -> String? { read(path: url.path) }
+
+    private func read(path: String) -> String? {
         var info = stat()
         guard stat(path, &info) == 0 else {
             _ = Self.cache.withLock { $0.removeValue(forKey: path) }
@@ -124,7 +127,7 @@ public struct KeychainPreferences: Sendable {
         }
         let stamp = FileStamp(info)
         if let known = Self.cache.withLock({ $0[path] }), known.stamp == stamp { return known.text }
-        guard let text = try? String(contentsOf: url, encoding: .utf8) else { return nil }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
         // As git's "racy" index entries: a file changed within the last two seconds may change again within the
         // file system's timestamp granularity (and reuse the inode), unseen by its stamp; it is not kept.
         var now = timespec()
