@@ -182,7 +182,8 @@ public final class KeychainDaemonServer: Sendable {
     ///
     /// keychaind holds a *delay* inhibitor lock meanwhile (logind's Inhibit, when the connection passes file
     /// descriptors): logind then waits for it (at most its InhibitDelayMaxSec, 5 s by default) before suspending, so
-    /// the locking is not raced by a fast suspend. Released once the keychains are locked, taken again on waking.
+    /// the locking is not raced by a fast suspend. Released once the keychains are locked, taken again on waking and
+    /// whenever logind (re)starts.
     public func watchForSleep(on systemBus: DBusConnection) throws {
         let logind = "org.freedesktop.login1"
         @Sendable func owner() -> String? {
@@ -196,7 +197,22 @@ public final class KeychainDaemonServer: Sendable {
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             member: "AddMatch", body: [.string("type='signal',sender='\(logind)',path='/org/freedesktop/login1',"
                                                 + "interface='org.freedesktop.login1.Manager',member='PrepareForSleep'")]))
+        // logind starting later, or restarting: its inhibitor locks went with it, so a new one is taken.
+        _ = try systemBus.call(.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "AddMatch", body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',"
+                                                + "arg0='\(logind)'")]))
         systemBus.startReceiving { [self] message in
+            if message.kind == .signal, message.member == "NameOwnerChanged", message.sender == "org.freedesktop.DBus",
+               message.body.count == 3, message.body[0].stringValue == logind, let newOwner = message.body[2].stringValue {
+                known.withLock { $0 = newOwner.isEmpty ? nil : newOwner }
+                if newOwner.isEmpty {
+                    sleepInhibitor.withLock { $0.lock.take() }?.close()
+                } else {
+                    takeSleepInhibitor(on: systemBus)
+                }
+                return
+            }
             guard message.kind == .signal, message.member == "PrepareForSleep", message.path == "/org/freedesktop/login1",
                   message.interface == "org.freedesktop.login1.Manager", case .boolean(let sleeping)? = message.body.first,
                   let sender = message.sender
@@ -204,9 +220,10 @@ public final class KeychainDaemonServer: Sendable {
             // logind restarted: its new unique name is looked up once more.
             if known.withLock({ $0 }) != sender { known.withLock { $0 = owner() } }
             guard known.withLock({ $0 }) == sender else { return }
+            sleepInhibitor.withLock { $0.sleeping = sleeping }
             if sleeping {
                 lockForSleep()
-                sleepInhibitor.withLock { $0.take() }?.close()  // locked: logind may go on
+                sleepInhibitor.withLock { $0.lock.take() }?.close()  // locked: logind may go on
             } else {
                 takeSleepInhibitor(on: systemBus)
             }
@@ -214,30 +231,38 @@ public final class KeychainDaemonServer: Sendable {
         takeSleepInhibitor(on: systemBus)
     }
 
-    /// logind's delay inhibitor lock while keychaind holds it (closing the descriptor releases it).
-    private let sleepInhibitor = Mutex<UnixFileDescriptor?>(nil)
+    /// logind's delay inhibitor lock while keychaind holds it (closing the descriptor releases it), and whether the
+    /// machine is on its way to sleep (a lock that arrives then is let go at once).
+    private let sleepInhibitor = Mutex<(lock: UnixFileDescriptor?, sleeping: Bool)>((nil, false))
 
-    /// Asks logind for a delay inhibitor on sleep. Refused (no logind, a policy that says no, a bus that passes
-    /// no descriptors): the signal alone still locks, only without the guarantee of going first.
+    /// Asks logind for a delay inhibitor on sleep, on a thread of its own: a slow or absent logind never holds up
+    /// keychaind's start or the signals behind it. Refused (no logind, a policy that says no, a bus that passes no
+    /// descriptors): the signal alone still locks, only without the guarantee of going first.
     private func takeSleepInhibitor(on systemBus: DBusConnection) {
         guard systemBus.passesFileDescriptors else { return }
-        do {
-            let reply = try systemBus.call(.methodCall(
-                destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
-                interface: "org.freedesktop.login1.Manager", member: "Inhibit",
-                body: [.string("sleep"), .string("keychaind"), .string("Locking keychains set to lock on sleep"),
-                       .string("delay")]))
-            guard let value = reply.body.first, let lock = reply.fileDescriptor(value) else {
-                FileHandle.standardError.write(Data("keychaind: logind's Inhibit answered no descriptor\n".utf8))
+        DispatchQueue.global(qos: .utility).async { [self] in
+            let lock: UnixFileDescriptor
+            do {
+                let reply = try systemBus.call(.methodCall(
+                    destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
+                    interface: "org.freedesktop.login1.Manager", member: "Inhibit",
+                    body: [.string("sleep"), .string("keychaind"), .string("Locking keychains set to lock on sleep"),
+                           .string("delay")]))
+                guard let value = reply.body.first, let answered = reply.fileDescriptor(value) else {
+                    FileHandle.standardError.write(Data("keychaind: logind's Inhibit answered no descriptor\n".utf8))
+                    return
+                }
+                lock = answered
+            } catch {
+                FileHandle.standardError.write(Data("keychaind: no sleep inhibitor from logind: \(error)\n".utf8))
                 return
             }
-            let previous = sleepInhibitor.withLock { held in
-                defer { held = lock }
-                return held
+            let released = sleepInhibitor.withLock { state -> UnixFileDescriptor? in
+                if state.sleeping { return lock }  // too late for this sleep: the next waking asks again
+                defer { state.lock = lock }
+                return state.lock
             }
-            previous?.close()
-        } catch {
-            FileHandle.standardError.write(Data("keychaind: no sleep inhibitor from logind: \(error)\n".utf8))
+            released?.close()
         }
     }
 

@@ -415,21 +415,25 @@ struct DaemonTests {
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
         // logind, as it answers Inhibit: the write end of a pipe whose read end it watches; the lock is released
         // when every copy of the write end is closed (the read end then reads end-of-file).
-        let logind = try DBusConnection(address: bus.address, fileDescriptors: true)
-        defer { logind.close() }
-        #expect(logind.passesFileDescriptors)
-        _ = try logind.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                        interface: "org.freedesktop.DBus", member: "RequestName",
-                                        body: [.string("org.freedesktop.login1"), .uint32(4)]))
         let inhibitors = Mutex<[(arguments: [String], watched: UnixFileDescriptor)]>([])
-        logind.startReceiving { message in
-            guard message.kind == .methodCall, message.member == "Inhibit" else { return }
-            guard let ends = closeOnExecPipe() else { return }
-            var reply = message.methodReturn([.unixFD(0)])
-            reply.fileDescriptors = [UnixFileDescriptor(taking: ends.write)]
-            inhibitors.withLock { $0.append((message.body.compactMap(\.stringValue), UnixFileDescriptor(taking: ends.read))) }
-            _ = try? logind.send(reply)
+        func startLogind() throws -> DBusConnection {
+            let logind = try DBusConnection(address: bus.address, fileDescriptors: true)
+            #expect(logind.passesFileDescriptors)
+            _ = try logind.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                            interface: "org.freedesktop.DBus", member: "RequestName",
+                                            body: [.string("org.freedesktop.login1"), .uint32(4)]))
+            logind.startReceiving { [logind] message in
+                guard message.kind == .methodCall, message.member == "Inhibit" else { return }
+                guard let ends = closeOnExecPipe() else { return }
+                var reply = message.methodReturn([.unixFD(0)])
+                reply.fileDescriptors = [UnixFileDescriptor(taking: ends.write)]
+                inhibitors.withLock { $0.append((message.body.compactMap(\.stringValue), UnixFileDescriptor(taking: ends.read))) }
+                _ = try? logind.send(reply)
+            }
+            return logind
         }
+        var logind = try startLogind()
+        defer { logind.close() }
         func security(_ arguments: String...) throws -> Int32 {
             let path = Tool.binary.deletingLastPathComponent().appendingPathComponent("security").path
             let output = try ChildProcess.run(path, arguments: arguments, environment: environment)
@@ -465,6 +469,12 @@ struct DaemonTests {
         #expect(waitForInhibitors(2))
         let second = try #require(inhibitors.withLock { $0.last })
         #expect(!released(second.watched, within: 300))
+        // logind restarts (its locks go with it): keychaind asks the new one.
+        logind.close()
+        logind = try startLogind()
+        #expect(waitForInhibitors(3))
+        let third = try #require(inhibitors.withLock { $0.last })
+        #expect(!released(third.watched, within: 300))
     }
 
     /// A pinentry that answers CONFIRM from a file of answers (allow, always, anything else: Deny) and GETPIN with
