@@ -53,17 +53,6 @@ public indirect enum DBusValue: Sendable, Hashable {
         }
     }
 
-    /// The `h` values inside this one (indexes into the message's descriptors).
-    public var fileDescriptorIndices: [UInt32] {
-        switch self {
-        case .unixFD(let index): [index]
-        case .array(_, let values), .structure(let values): values.flatMap(\.fileDescriptorIndices)
-        case .dictionary(_, _, let entries): entries.flatMap { $0.key.fileDescriptorIndices + $0.value.fileDescriptorIndices }
-        case .variant(let value): value.fileDescriptorIndices
-        default: []
-        }
-    }
-
     // MARK: - Conveniences for the common shapes
 
     /// `ay` from bytes.

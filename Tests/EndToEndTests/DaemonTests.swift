@@ -360,20 +360,33 @@ struct DaemonTests {
         #expect(try run("keychain-example", ["get", "svc", "acct"]) == 0)
     }
 
-    @Test("logind's PrepareForSleep locks the keychains set to lock on sleep before the machine sleeps; only logind's signal counts",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
-    func prepareForSleep() throws {
-        let bus = try PrivateSessionBus()  // standing in for the system bus
-        let home = try DaemonHome()
-        defer { home.cleanUp() }
-        var environment = home.environment
-        environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+    /// A daemon home whose keychaind finds a private bus standing in for the system bus (where logind lives).
+    struct SystemBusHome {
+        let bus: PrivateSessionBus
+        let home: DaemonHome
+
+        init() throws {
+            bus = try PrivateSessionBus()
+            home = try DaemonHome()
+        }
+
+        /// Runs `security` in the home; its exit status.
         func security(_ arguments: String...) throws -> Int32 {
+            var environment = home.environment
+            environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
             let path = Tool.binary.deletingLastPathComponent().appendingPathComponent("security").path
             let output = try ChildProcess.run(path, arguments: arguments, environment: environment)
             if case .exited(let code) = output.termination { return code }
             return -1
         }
+    }
+
+    @Test("logind's PrepareForSleep locks the keychains set to lock on sleep before the machine sleeps; only logind's signal counts",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
+    func prepareForSleep() throws {
+        let system = try SystemBusHome()
+        defer { system.home.cleanUp() }
+        let bus = system.bus, security = system.security
         #expect(try security("create-keychain", "-p", "pw", "work") == 0)
         #expect(try security("add-generic-password", "-a", "a", "-s", "s", "-w", "v", "work") == 0)
         #expect(try security("create-keychain", "-p", "pw", "stays") == 0)
@@ -408,11 +421,9 @@ struct DaemonTests {
     @Test("keychaind holds logind's delay inhibitor and lets it go only once the keychains set to lock on sleep are locked; taken again on waking",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
     func sleepInhibitor() throws {
-        let bus = try PrivateSessionBus()  // standing in for the system bus
-        let home = try DaemonHome()
-        defer { home.cleanUp() }
-        var environment = home.environment
-        environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+        let system = try SystemBusHome()
+        defer { system.home.cleanUp() }
+        let bus = system.bus, security = system.security
         // logind, as it answers Inhibit: the write end of a pipe whose read end it watches; the lock is released
         // when every copy of the write end is closed (the read end then reads end-of-file).
         let inhibitors = Mutex<[(arguments: [String], watched: UnixFileDescriptor)]>([])
@@ -434,12 +445,6 @@ struct DaemonTests {
         }
         var logind = try startLogind()
         defer { logind.close() }
-        func security(_ arguments: String...) throws -> Int32 {
-            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent("security").path
-            let output = try ChildProcess.run(path, arguments: arguments, environment: environment)
-            if case .exited(let code) = output.termination { return code }
-            return -1
-        }
         /// Whether the inhibitor's read end shows end-of-file within `milliseconds` (the lock released).
         func released(_ watched: UnixFileDescriptor, within milliseconds: Int32) -> Bool {
             var entry = pollfd(fd: watched.fd, events: Int16(POLLIN), revents: 0)

@@ -20,8 +20,10 @@ struct CollectionLabels: Sendable {
 
     func label(of keychain: KeychainReference) -> String? { all()[keychain.path] }
 
-    /// Sets (or, with an empty label, removes) a keychain's label.
-    func setLabel(_ label: String, of keychain: KeychainReference) throws {
+    /// Sets a keychain's label and returns the one it now shows: an empty label, or the keychain's own `name`,
+    /// removes it (the name shows again).
+    @discardableResult
+    func setLabel(_ label: String, of keychain: KeychainReference, name: String) throws -> String {
         guard Self.isValid(label) else {
             throw SecretServiceServer.Failure.invalidArgs("a label is at most 1,024 characters, without control characters")
         }
@@ -29,24 +31,19 @@ struct CollectionLabels: Sendable {
             throw SecretServiceServer.Failure(name: "org.freedesktop.DBus.Error.NotSupported",
                                               message: "this keychain's path cannot be given a label")
         }
+        let kept = label.isEmpty || label == name ? nil : label
         try Self.writing.withLock { _ in
             var labels = all()
-            labels[keychain.path] = label.isEmpty ? nil : label
+            guard labels[keychain.path] != kept else { return }
+            labels[keychain.path] = kept
             try write(labels)
         }
+        return kept ?? name
     }
 
-    /// Forgets a deleted keychain's label (a new keychain of that name starts without one).
-    func forget(_ keychain: KeychainReference) {
-        Self.writing.withLock { _ in
-            var labels = all()
-            guard labels.removeValue(forKey: keychain.path) != nil else { return }
-            try? write(labels)
-        }
-    }
-
-    /// Drops the labels of keychains that no longer exist (deleted by `security delete-keychain` or by hand), so
-    /// that a new keychain of the same name does not inherit one.
+    /// Drops the labels of keychains that no longer exist (deleted through the Secret Service, by `security
+    /// delete-keychain` or by hand; run on every change to the keychain list), so that a new keychain of the same
+    /// name does not inherit one.
     func prune() {
         Self.writing.withLock { _ in
             let labels = all()

@@ -48,16 +48,14 @@ extension SecretServiceObjects {
 
     /// Properties.Set on a collection: its Label (kept as a preference; the keychain file and the collection's
     /// path stay as they are). Everything else about a collection is read-only.
-    func setCollectionProperty(_ keychain: KeychainReference, path: String, name: String, value: DBusValue) throws
-        -> [DBusValue]
-    {
+    func setCollectionProperty(_ keychain: KeychainReference, name: String, value: DBusValue) throws -> [DBusValue] {
         guard name == "Label" else {
             throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) is read-only")
         }
         guard let label = value.stringValue else { throw Failure.invalidArgs("Label is a string") }
-        try server.labels.setLabel(label == Self.name(of: keychain) ? "" : label, of: keychain)
+        let shown = try server.labels.setLabel(label, of: keychain, name: Self.name(of: keychain))
         server.propertiesChanged(collectionPath(keychain), interface: SecretServiceServer.collectionInterface,
-                                 ["Label": .string(label.isEmpty ? Self.name(of: keychain) : label)])
+                                 ["Label": .string(shown)])
         server.signal(SecretServiceServer.servicePath, SecretServiceServer.serviceInterface, "CollectionChanged",
                       [.objectPath(collectionPath(keychain))])
         return []
@@ -72,11 +70,10 @@ extension SecretServiceObjects {
         return cleaned.hasPrefix(".") ? "_" + cleaned : cleaned
     }
 
-    /// A new collection keeps the label it was created with, when that says more than the keychain's name
-    /// ("My Passwords" for the keychain `My_Passwords`); a label that cannot be kept leaves the name showing.
+    /// A new collection keeps the label it was created with ("My Passwords" for the keychain `My_Passwords`); a
+    /// label that cannot be kept leaves the name showing.
     func labelNew(_ keychain: KeychainReference, _ label: String) {
-        guard !label.isEmpty, label != Self.name(of: keychain) else { return }
-        try? server.labels.setLabel(label, of: keychain)
+        _ = try? server.labels.setLabel(label, of: keychain, name: Self.name(of: keychain))
     }
 
     /// The new keychain's password, typed twice (empty: no password); nil when cancelled or nobody answers.
@@ -106,7 +103,6 @@ extension SecretServiceObjects {
             switch prompter.requestConfirmation(ConfirmationRequest(description: question)) {
             case .allow, .alwaysAllow:
                 guard !isDismissed(), (try? objects.service.deleteKeychain(keychain)) != nil else { return nil }
-                objects.server.labels.forget(keychain)
                 objects.server.changed(.keychainListChanged, keychain, by: objects.caller)
                 return .string("")
             case .deny, .cancelled, .unavailable:

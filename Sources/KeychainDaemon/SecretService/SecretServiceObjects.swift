@@ -400,7 +400,7 @@ struct SecretServiceObjects: Sendable {
             guard let (keychain, id) = try resolve(path) else {
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set here")
             }
-            guard let id else { return try setCollectionProperty(keychain, path: path, name: name, value: value) }
+            guard let id else { return try setCollectionProperty(keychain, name: name, value: value) }
             _ = try unlockedItem(keychain, id)
             switch name {
             case "Label":
