@@ -193,7 +193,7 @@ let package = Package(
         .testTarget(
             name: "KeychainStorageTests",
             dependencies: [
-                "KeychainCore", "KeychainStorage", "KeychainTestSupport",
+                "KeychainCore", "KeychainStorage", "KeychainClient", "KeychainTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

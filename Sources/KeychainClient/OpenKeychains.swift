@@ -10,12 +10,10 @@ public final class OpenKeychains: Sendable {
     private let files = Mutex<[String: KeychainFile]>([:])
 
     /// The configuration every handle of this process gets. There is one handle per file and process, so it must
-    /// not depend on which API happened to open the file first: every opener uses this, and a call that allows UI
-    /// can always ask (on the terminal, or through pinentry) whoever opened the file.
+    /// not depend on which API happened to open the file first: every opener uses this. (Who asks the user is the
+    /// calling service's Asker, never the file.)
     public static func standardConfiguration(locations: KeychainLocations = .current()) -> KeychainFile.Configuration {
-        var configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
-        configuration.prompter = DefaultPrompter.make()
-        return configuration
+        KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
     }
 
     /// The open handle for `url`, opening it, or creating it (with `password`, or none) if it does not exist.

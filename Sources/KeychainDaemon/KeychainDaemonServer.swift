@@ -272,12 +272,14 @@ public final class KeychainDaemonServer: Sendable {
     public func serveSecretService(on connection: DBusConnection, replace: Bool) throws(SecretServiceServer.StartError) {
         // What the collection list is (read as keychaind itself sees the preferences).
         let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
-                                               baseConfiguration: fileConfiguration)
+                                               asker: Asker(prompter: nil), baseConfiguration: fileConfiguration)
         let server = SecretServiceServer(connection: connection, observer: observer,
                                          publish: { [self] event in publish(event) }) { [self] peer in
             guard let claimed = policy.caller(for: peer) else { return nil }
             let caller = Caller(accessGroups: ["org.freedesktop.secrets", Caller.wildcardGroup], application: claimed.application)
-            return register(EmbeddedKeychainService(locations: locations, caller: caller, baseConfiguration: fileConfiguration))
+            // Its questions are its prompts' (Unlock, CreateCollection): a call itself never asks.
+            return register(EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
+                                                    baseConfiguration: fileConfiguration))
         }
         try server.start(replace: replace)
         secretService.withLock { $0 = server }
@@ -333,24 +335,24 @@ public final class KeychainDaemonServer: Sendable {
             do {
                 let request = try Request.decode(frame)
                 if case .session(let session) = request {
-                    let prompter = Self.prompter(for: session)
+                    let asker = Asker(prompter: Self.prompter(for: session))
                     // Groups bound to other programs are left out until the user says yes, asked where the client
                     // said it can be asked.
                     let caller = registry.admit(claimed) { group, members in
-                        guard let prompter, let program = claimed.application?.path else { return .unavailable }
+                        guard let program = claimed.application?.path else { return .unavailable }
                         let others = members.map(\.path).joined(separator: ", ")
-                        return prompter.requestConfirmation(ConfirmationRequest(description:
-                            "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others)."))
+                        return asker.confirm(
+                            "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
                     }
                     if let connectionService { retire(connectionService) }
                     connectionService = register(EmbeddedKeychainService(
-                        locations: locations, caller: caller, prompter: prompter, baseConfiguration: fileConfiguration))
-                    contexts = ConnectionContexts(prompter: prompter)
+                        locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
+                    contexts = ConnectionContexts(prompter: asker.prompter)
                 }
                 // A client that never opened a session: nobody to ask about groups bound to other programs.
                 let service = connectionService ?? register(EmbeddedKeychainService(
                     locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
-                    baseConfiguration: fileConfiguration))
+                    asker: Asker(prompter: nil), baseConfiguration: fileConfiguration))
                 connectionService = service
                 if case .subscribe = request { return streamEvents(to: fd) }
                 response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)

@@ -175,24 +175,18 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
         guard let prompter = engine.prompter, let client = try? KeychainClient.shared() else {
             return LAError(.notInteractive)
         }
-        var error: String?
-        for _ in 0..<5 {
-            let request = PasswordRequest(
-                kind: .keychainPassword, description: reason.isEmpty ? engine.localizedReason : reason,
-                prompt: "Keychain password:", error: error)
-            switch prompter.requestPassword(request) {
-            case .cancelled: return LAError(.userCancel)
-            case .unavailable: return LAError(.notInteractive)
-            case .entered(let password):
-                switch Result(catching: { () throws(KeychainError) in
-                    try client.service.authenticateOwner(password, for: engine, in: client.keychain)
-                }) {
-                case .success(true): return nil
-                case .success(false): error = "Wrong password, try again."
-                case .failure: return LAError(.authenticationFailed)  // the back-off refuses to try
-                }
+        let call = Asker.Call(operationPrompt: reason.isEmpty ? engine.localizedReason : reason, context: engine)
+        do throws(KeychainError) {
+            try Asker(prompter: prompter).askOwnerPassword(
+                call: call, gate: ServicePasswordGate(service: client.service, keychain: client.keychain),
+                prompter: prompter, fallback: "")
+            return nil
+        } catch {
+            switch error.status {
+            case .userCanceled: return LAError(.userCancel)
+            case .interactionNotAllowed: return LAError(.notInteractive)
+            default: return LAError(.authenticationFailed)  // five wrong answers, or the back-off refuses to try
             }
         }
-        return LAError(.authenticationFailed)
     }
 }

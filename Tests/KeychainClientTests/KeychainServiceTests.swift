@@ -93,7 +93,7 @@ struct UnlockOnDemandTests {
             keychainDirectory: root.appendingPathComponent("data/keychains"),
             stateDirectory: root.appendingPathComponent("state/keychain"),
             configDirectory: root.appendingPathComponent("config/keychain"))
-        let s = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: ["app"]), prompter: prompter) {
+        let s = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: ["app"]), asker: Asker(prompter: prompter)) {
             $0.kdf = .fastForTests
         }
         let work = s.resolve("work")

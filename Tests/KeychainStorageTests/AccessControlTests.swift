@@ -28,7 +28,7 @@ struct AccessControlEngineTests {
             "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: flags)),
         ], for: .add)
         q.authenticationContext = context
-        _ = try t.file.add(q, caller: t.caller)
+        _ = try t.file.addAsking(q, caller: t.caller)
         return t
     }
 
@@ -38,7 +38,7 @@ struct AccessControlEngineTests {
         if let ui { d["u_AuthUI"] = .string(ui) }
         var q = try QueryParser.parse(d, for: .search)
         q.authenticationContext = context
-        return try t.file.search(q, caller: t.caller).first.map { $0.secret?.unprotectedString() ?? "" }
+        return try t.file.searchAsking(q, caller: t.caller).first.map { $0.secret?.unprotectedString() ?? "" }
     }
 
     @Test("user presence: no way to ask is errSecInteractionNotAllowed; Skip leaves the item out, even for attributes")
@@ -118,7 +118,7 @@ struct AccessControlEngineTests {
     @Test("deleting a protected item needs no authentication (Apple's odel = true)")
     func delete() throws {
         let t = try protectedFile([.userPresence])
-        #expect(status { try t.file.delete(QueryParser.parse(["class": "genp", "acct": "p"], for: .delete), caller: t.caller) } == 0)
+        #expect(status { try t.file.deleteAsking(QueryParser.parse(["class": "genp", "acct": "p"], for: .delete), caller: t.caller) } == 0)
     }
 
     @Test("application password: both it and the unlocked keychain are needed")
@@ -155,7 +155,7 @@ struct AccessControlEngineTests {
             "class": "genp", "acct": "p",
             "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.applicationPassword])),
         ], for: .add)
-        #expect(status { _ = try t.file.add(q, caller: t.caller) } == -25308)
+        #expect(status { _ = try t.file.addAsking(q, caller: t.caller) } == -25308)
     }
 }
 
@@ -182,7 +182,7 @@ struct BiometryTests {
         t.configuration.authenticator = sensor
         try t.reopen()
         try t.file.unlock(password: SecretBytes(utf8: "pw"))
-        _ = try t.file.add(QueryParser.parse([
+        _ = try t.file.addAsking(QueryParser.parse([
             "class": "genp", "acct": "b", "v_Data": .data(Data("bio".utf8)),
             "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: flags)),
         ], for: .add), caller: t.caller)
@@ -192,7 +192,7 @@ struct BiometryTests {
     func read(_ t: TestFile) throws -> String? {
         var q = try QueryParser.parse(["class": "genp", "acct": "b", "r_Data": true], for: .search)
         q.authenticationContext = AuthenticationContext(prompter: ScriptedPrompter([]))
-        return try t.file.search(q, caller: t.caller).first?.secret?.unprotectedString()
+        return try t.file.searchAsking(q, caller: t.caller).first?.secret?.unprotectedString()
     }
 
     @Test("a sensor satisfies BiometryAny and UserPresence without a password prompt")
@@ -253,7 +253,7 @@ struct PromptOutsideTransactionTests {
             "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.userPresence])),
         ], for: .add)
         add.authenticationContext = AuthenticationContext()
-        _ = try t.file.add(add, caller: t.caller)
+        _ = try t.file.addAsking(add, caller: t.caller)
         let file = t.file, caller = t.caller
         let prompter = ConcurrentCallPrompter {
             let other = try? QueryParser.parse(["class": "genp", "acct": "other", "v_Data": .data(Data("x".utf8))], for: .add)
@@ -267,7 +267,7 @@ struct PromptOutsideTransactionTests {
         let (t, prompter) = try protectedItemAndConcurrentWriter()
         var read = try QueryParser.parse(["class": "genp", "acct": "p", "r_Data": true], for: .search)
         read.authenticationContext = AuthenticationContext(prompter: prompter)
-        #expect(try t.file.search(read, caller: t.caller).first?.secret?.unprotectedString() == "protected")
+        #expect(try t.file.searchAsking(read, caller: t.caller).first?.secret?.unprotectedString() == "protected")
         #expect(prompter.otherFinished.withLock { $0 })
         #expect(try t.secret("other") == "x")
     }
@@ -278,12 +278,12 @@ struct PromptOutsideTransactionTests {
         var query = try QueryParser.parse(["class": "genp", "acct": "p"], for: .update)
         query.authenticationContext = AuthenticationContext(prompter: prompter)
         let changes = try QueryParser.parseUpdate(["labl": "changed"], itemClass: .genericPassword)
-        #expect(try t.file.update(query, with: changes, caller: t.caller) == 1)
+        #expect(try t.file.updateAsking(query, with: changes, caller: t.caller) == 1)
         #expect(prompter.otherFinished.withLock { $0 })
         #expect(try t.secret("other") == "x")
         var read = try QueryParser.parse(["class": "genp", "acct": "p", "r_Attributes": true, "r_Data": true], for: .search)
         read.authenticationContext = AuthenticationContext(prompter: ConcurrentCallPrompter {})
-        let found = try t.file.search(read, caller: t.caller).first
+        let found = try t.file.searchAsking(read, caller: t.caller).first
         #expect(found?.item.attributes["labl"] == .string("changed"))
         #expect(found?.secret?.unprotectedString() == "protected")
     }
@@ -294,12 +294,12 @@ struct PromptOutsideTransactionTests {
         var query = try QueryParser.parse(["class": "genp", "acct": "p"], for: .add)
         query.authenticationContext = AuthenticationContext(prompter: prompter)
         let changes = try QueryParser.parseUpdate(["labl": "upserted"], itemClass: .genericPassword)
-        #expect(try t.file.addOrUpdate(query, changes: changes, caller: t.caller) == false)
+        #expect(try t.file.addOrUpdateAsking(query, changes: changes, caller: t.caller) == false)
         #expect(prompter.otherFinished.withLock { $0 })
         #expect(try t.secret("other") == "x")
         var read = try QueryParser.parse(["class": "genp", "acct": "p", "r_Attributes": true, "r_Data": true], for: .search)
         read.authenticationContext = AuthenticationContext(prompter: ConcurrentCallPrompter {})
-        let found = try t.file.search(read, caller: t.caller).first
+        let found = try t.file.searchAsking(read, caller: t.caller).first
         #expect(found?.item.attributes["labl"] == .string("upserted"))
         #expect(found?.secret?.unprotectedString() == "protected")
     }
@@ -328,7 +328,7 @@ struct PromptOutsideTransactionTests {
             return await group.reduce(0, +)
         }
         #expect(outcomes == 0)
-        let all = try t.file.search(QueryParser.parse(["class": "genp", "acct": "race", "m_Limit": "m_LimitAll",
+        let all = try t.file.searchAsking(QueryParser.parse(["class": "genp", "acct": "race", "m_Limit": "m_LimitAll",
                                                         "r_Data": true], for: .search), caller: t.caller)
         #expect(all.count == 1)
         #expect(all.first?.secret?.unprotectedString()?.hasPrefix("v") == true)

@@ -3,6 +3,7 @@ import GRDB
 import KeychainCore
 @_exported import KeychainTestSupport
 import KeychainStorage
+import KeychainClient
 
 /// A keychain file in its own temporary directory, with its own device key.
 final class TestFile {
@@ -73,5 +74,39 @@ extension TestFile {
         try t.add(["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("secret-a".utf8))])
         try t.add(["class": "genp", "acct": "b", "svce": "s", "v_Data": .data(Data("secret-b".utf8))])
         return t
+    }
+}
+
+/// Storage calls as the service layer makes them: through the Asker, which asks through the call's own context
+/// prompter (storage itself never asks) and runs the call again with what it obtained.
+extension KeychainFile {
+    func asking<T>(_ query: ItemQuery, _ body: (AccessGrants) throws(KeychainError) -> T) throws(KeychainError) -> T {
+        try Asker(prompter: nil).run(Asker.Call(query, program: nil), gate: FileGate(file: self), body)
+    }
+
+    func searchAsking(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> [FoundItem] {
+        try asking(query) { grants throws(KeychainError) in try search(query, caller: caller, grants: grants) }
+    }
+
+    @discardableResult
+    func addAsking(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> FoundItem {
+        try asking(query) { grants throws(KeychainError) in try add(query, caller: caller, grants: grants) }
+    }
+
+    @discardableResult
+    func updateAsking(_ query: ItemQuery, with changes: ItemUpdate, caller: Caller) throws(KeychainError) -> Int {
+        try asking(query) { grants throws(KeychainError) in try update(query, with: changes, caller: caller, grants: grants) }
+    }
+
+    @discardableResult
+    func deleteAsking(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> Int {
+        try asking(query) { grants throws(KeychainError) in try delete(query, caller: caller, grants: grants) }
+    }
+
+    @discardableResult
+    func addOrUpdateAsking(_ query: ItemQuery, changes: ItemUpdate, caller: Caller) throws(KeychainError) -> Bool {
+        try asking(query) { grants throws(KeychainError) in
+            try addOrUpdate(query, changes: changes, caller: caller, grants: grants)
+        }
     }
 }

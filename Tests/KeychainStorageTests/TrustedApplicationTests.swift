@@ -30,7 +30,7 @@ struct TrustedApplicationTests {
         var dictionary: [String: QueryValue] = ["class": "genp", "acct": "a", "svce": "s", "labl": "Item",
                                                 "v_Data": .data(Data("secret".utf8))]
         dictionary.merge(extra) { _, new in new }
-        _ = try t.file.add(QueryParser.parse(dictionary, for: .add), caller: caller(application))
+        _ = try t.file.addAsking(QueryParser.parse(dictionary, for: .add), caller: caller(application))
     }
 
     func read(_ t: TestFile, as application: TrustedApplication?, answering answers: [ConfirmationResponse] = [],
@@ -40,7 +40,7 @@ struct TrustedApplicationTests {
         var query = try QueryParser.parse(dictionary, for: .search)
         let prompter = ConfirmingPrompter(answers)
         query.authenticationContext = AuthenticationContext(prompter: prompter)
-        let found = try t.file.search(query, caller: caller(application))
+        let found = try t.file.searchAsking(query, caller: caller(application))
         return (found.first?.secret?.unprotectedString(), prompter.count)
     }
 
@@ -56,7 +56,7 @@ struct TrustedApplicationTests {
         #expect(status { _ = try read(t, as: Self.other, ui: "u_AuthUIF") } == -25308)
         #expect(status { _ = try read(t, as: Self.other, ui: "u_AuthUIS") } == -25300)
         // Attributes are readable by anyone, as on macOS: only the secret is guarded.
-        let attributes = try t.file.search(QueryParser.parse(["class": "genp", "acct": "a", "r_Attributes": true],
+        let attributes = try t.file.searchAsking(QueryParser.parse(["class": "genp", "acct": "a", "r_Attributes": true],
                                                              for: .search), caller: caller(Self.other))
         #expect(attributes.count == 1)
     }
@@ -82,7 +82,7 @@ struct TrustedApplicationTests {
         var query = try QueryParser.parse(dictionary, for: .search)
         let prompter = ConfirmingPrompter([.alwaysAllow])
         query.authenticationContext = AuthenticationContext(prompter: prompter)
-        #expect(try t.file.search(query, caller: caller(Self.rebuiltCreator)).first?.secret?.unprotectedString() == "secret")
+        #expect(try t.file.searchAsking(query, caller: caller(Self.rebuiltCreator)).first?.secret?.unprotectedString() == "secret")
         #expect(prompter.asked.withLock { $0.first?.contains("has changed") } == true)
         // Always Allow replaced the old build's entry: the new build is trusted, the old one no longer.
         #expect(try read(t, as: Self.rebuiltCreator) == ("secret", 0))
@@ -124,21 +124,30 @@ struct TrustedApplicationTests {
         #expect(try read(guarded, as: nil) == ("secret", 0))
     }
 
-    @Test("an update that keeps the secret reads it, so it asks too; a new secret needs no yes")
+    @Test("an update asks like a read (macOS's change authorisation), with a new secret too; refused, it changes nothing")
     func updates() throws {
         let t = try TestFile(password: nil)
         try store(t, by: Self.creator)
         let query = try QueryParser.parse(["class": "genp", "acct": "a"], for: .update)
         let label = try QueryParser.parseUpdate(["labl": "renamed"], itemClass: .genericPassword)
-        #expect(status { _ = try t.file.update(query, with: label, caller: caller(Self.other)) } == -25308)
+        #expect(status { _ = try t.file.updateAsking(query, with: label, caller: caller(Self.other)) } == -25308)
         var asking = query
         asking.authenticationContext = AuthenticationContext(prompter: ConfirmingPrompter([.alwaysAllow]))
-        #expect(try t.file.update(asking, with: label, caller: caller(Self.other)) == 1)
+        #expect(try t.file.updateAsking(asking, with: label, caller: caller(Self.other)) == 1)
         #expect(try read(t, as: Self.other) == ("secret", 0))
         let newSecret = try QueryParser.parseUpdate(["v_Data": .data(Data("new".utf8))], itemClass: .genericPassword)
         let third = TrustedApplication(path: "/usr/bin/third", digest: Data(repeating: 9, count: 32))
-        #expect(try t.file.update(query, with: newSecret, caller: caller(third)) == 1)
+        #expect(status { _ = try t.file.updateAsking(query, with: newSecret, caller: caller(third)) } == -25308)
+        var denied = query
+        denied.authenticationContext = AuthenticationContext(prompter: ConfirmingPrompter([.deny]))
+        #expect(status { _ = try t.file.updateAsking(denied, with: newSecret, caller: caller(third)) } == -25293)
+        #expect(try read(t, as: Self.creator) == ("secret", 0))
+        var allowed = query
+        allowed.authenticationContext = AuthenticationContext(prompter: ConfirmingPrompter([.allow]))
+        #expect(try t.file.updateAsking(allowed, with: newSecret, caller: caller(third)) == 1)
         #expect(try read(t, as: Self.creator) == ("new", 0))
+        // Allow is for that call only: the next write by the same program is asked about again.
+        #expect(status { _ = try t.file.updateAsking(query, with: label, caller: caller(third)) } == -25308)
     }
 
     @Test("a listing includes only the secrets the caller's program is trusted with")

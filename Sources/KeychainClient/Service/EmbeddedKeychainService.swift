@@ -17,27 +17,26 @@ public final class EmbeddedKeychainService: KeychainService {
     /// The files this service has used, which ``close()`` closes (not the other handles of the process).
     private let used = Mutex<Set<String>>([])
 
+    /// Who asks this service's user, and how (for keychaind: pinentry where the client's session can be asked).
+    public let asker: Asker
+
     /// - Parameters:
     ///   - caller: the access groups this process may use (default: its ``ApplicationIdentity``).
-    ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
-    /// Who asks this service's user (for keychaind: pinentry on the client's terminal or display); nil = the
-    /// process's default prompter.
-    private let prompter: (any Prompter)?
-
-    ///   - prompter: asks this client's user when a call allows it (unlock a locked keychain, authenticate for a
-    ///     protected item); nil uses the process's default (the terminal, or pinentry).
+    ///   - asker: asks this client's user when a call allows it (unlock a locked keychain, authenticate for a
+    ///     protected item, allow a program); nil: the process's default (the terminal, or pinentry).
     ///   - baseConfiguration: the file configuration to start from (default: ``OpenKeychains/standardConfiguration``,
     ///     which reads the environment; keychaind makes it once, not per connection).
-    public init(locations: KeychainLocations = .current(), caller: Caller? = nil, prompter: (any Prompter)? = nil,
+    ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
+    public init(locations: KeychainLocations = .current(), caller: Caller? = nil, asker: Asker? = nil,
                 baseConfiguration: KeychainFile.Configuration? = nil,
                 configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
         self.locations = locations
-        self.prompter = prompter
         self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
         self.preferences = KeychainPreferences(locations: locations)
         var configuration = baseConfiguration ?? OpenKeychains.standardConfiguration(locations: locations)
         configure(&configuration)
         self.configuration = configuration
+        self.asker = asker ?? Asker(prompter: DefaultPrompter.make())
     }
 
     // MARK: - Which keychains
@@ -114,18 +113,27 @@ public final class EmbeddedKeychainService: KeychainService {
     public func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError)
         -> FoundItem
     {
-        let attributes = prepared(attributes)
-        return try unlockingOnDemand(attributes, keychain) { () throws(KeychainError) in
-            try file(orDefault: keychain).add(QueryParser.parse(attributes, for: .add), caller: caller)
+        let query = try QueryParser.parse(attributes, for: .add)
+        let file = try file(orDefault: keychain)
+        return try asking(query, file) { grants throws(KeychainError) in
+            try file.add(query, caller: caller, grants: grants)
         }
     }
 
     public func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
         -> [FoundItem]
     {
-        let query = prepared(query)
-        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
-            try file(orDefault: keychain).search(QueryParser.parse(query, for: .search), caller: caller)
+        try search(query, in: keychain, grants: AccessGrants())
+    }
+
+    /// A search with what was granted already (the Secret Service: what its prompt's Allow gave this connection).
+    public func search(_ query: [String: QueryValue], in keychain: KeychainReference?, grants: AccessGrants)
+        throws(KeychainError) -> [FoundItem]
+    {
+        let parsed = try QueryParser.parse(query, for: .search)
+        let file = try file(orDefault: keychain)
+        return try asking(parsed, file, grants: grants) { grants throws(KeychainError) in
+            try file.search(parsed, caller: caller, grants: grants)
         }
     }
 
@@ -133,9 +141,10 @@ public final class EmbeddedKeychainService: KeychainService {
     func searchForKeyUse(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
         -> [FoundItem]
     {
-        let query = prepared(query)
-        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
-            try file(orDefault: keychain).search(QueryParser.parse(query, for: .search), caller: caller, purpose: .keyUse)
+        let parsed = try QueryParser.parse(query, for: .search)
+        let file = try file(orDefault: keychain)
+        return try asking(parsed, file) { grants throws(KeychainError) in
+            try file.search(parsed, caller: caller, purpose: .keyUse, grants: grants)
         }
     }
 
@@ -143,32 +152,50 @@ public final class EmbeddedKeychainService: KeychainService {
     public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
                        in keychain: KeychainReference?) throws(KeychainError) -> Int
     {
-        let query = prepared(query)
+        try update(query, with: attributes, in: keychain, grants: AccessGrants())
+    }
+
+    /// An update with what was granted already (the Secret Service: a prompt's answer about this item).
+    @discardableResult
+    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
+                       in keychain: KeychainReference?, grants: AccessGrants) throws(KeychainError) -> Int
+    {
         let parsed = try QueryParser.parse(query, for: .update)
         let changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
-        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
-            try file(orDefault: keychain).update(parsed, with: changes, caller: caller)
+        let file = try file(orDefault: keychain)
+        return try asking(parsed, file, grants: grants) { grants throws(KeychainError) in
+            try file.update(parsed, with: changes, caller: caller, grants: grants)
         }
     }
 
     @discardableResult
     public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int {
-        let query = prepared(query)
-        return try unlockingOnDemand(query, keychain) { () throws(KeychainError) in
-            try file(orDefault: keychain).delete(QueryParser.parse(query, for: .delete), caller: caller)
+        try delete(query, in: keychain, grants: AccessGrants())
+    }
+
+    /// A delete with what was granted already (the Secret Service: a prompt's answer about this item).
+    @discardableResult
+    public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?, grants: AccessGrants)
+        throws(KeychainError) -> Int
+    {
+        let parsed = try QueryParser.parse(query, for: .delete)
+        let file = try file(orDefault: keychain)
+        return try asking(parsed, file, grants: grants) { grants throws(KeychainError) in
+            try file.delete(parsed, caller: caller, grants: grants)
         }
     }
 
     public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
                        in keychain: KeychainReference?) throws(KeychainError)
     {
-        var addDictionary = prepared(query.merging(attributes) { _, new in new })
+        var addDictionary = query.merging(attributes) { _, new in new }
         addDictionary["v_Data"] = .secret(secret)
         let parsed = try QueryParser.parse(addDictionary, for: .add)
         var changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
         changes.valueData = secret
-        _ = try unlockingOnDemand(addDictionary, keychain) { () throws(KeychainError) in
-            try file(orDefault: keychain).addOrUpdate(parsed, changes: changes, caller: caller)
+        let file = try file(orDefault: keychain)
+        _ = try asking(parsed, file) { grants throws(KeychainError) in
+            try file.addOrUpdate(parsed, changes: changes, caller: caller, grants: grants)
         }
     }
 
@@ -176,12 +203,19 @@ public final class EmbeddedKeychainService: KeychainService {
     public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
                            in keychain: KeychainReference?) throws(KeychainError) -> Int
     {
-        let attributes = prepared(attributes)
-        return try unlockingOnDemand(attributes, keychain) { () throws(KeychainError) in
-            try file(orDefault: keychain).replaceAll(
-                matching: QueryParser.parse(matching, for: .delete), with: QueryParser.parse(attributes, for: .add),
-                caller: caller)
+        let matching = try QueryParser.parse(matching, for: .delete)
+        let parsed = try QueryParser.parse(attributes, for: .add)
+        let file = try file(orDefault: keychain)
+        return try asking(parsed, file) { grants throws(KeychainError) in
+            try file.replaceAll(matching: matching, with: parsed, caller: caller, grants: grants)
         }
+    }
+
+    /// Always Allow, given in a question asked elsewhere (a Secret Service prompt): the calling program joins the
+    /// item's trusted applications.
+    public func trust(item id: UUID, in keychain: KeychainReference) throws(KeychainError) {
+        guard let application = caller.application else { return }
+        try file(keychain).trust(application, item: id)
     }
 
     public func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError)
@@ -214,62 +248,13 @@ public final class EmbeddedKeychainService: KeychainService {
 
     // MARK: - Asking the user
 
-    /// A call's dictionary with this client's prompter attached (a fresh context per call), unless the call brings
-    /// its own context or credential reference.
-    private func prepared(_ dictionary: [String: QueryValue]) -> [String: QueryValue] {
-        guard let prompter, dictionary["u_AuthCtx"] == nil, dictionary["u_CredRef"] == nil else { return dictionary }
-        var out = dictionary
-        out["u_AuthCtx"] = .authenticationContext(AuthenticationContext(prompter: prompter))
-        return out
-    }
-
-    /// Runs an item call; when it fails because its keychain is locked and the call allows UI, asks for the
-    /// keychain's password (three tries) and runs it again, as macOS asks to unlock the login keychain.
-    private func unlockingOnDemand<T>(_ dictionary: [String: QueryValue], _ keychain: KeychainReference?,
-                                      _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
-        do {
-            return try body()
-        } catch KeychainStatus.interactionNotAllowed {
-            let file = try self.file(orDefault: keychain)
-            guard file.hasPassword, file.isLocked, allowsUI(dictionary),
-                let prompter = prompter ?? configuration.prompter
-            else { throw KeychainError.interactionNotAllowed("the keychain is locked") }
-            let name = file.url.deletingPathExtension().lastPathComponent
-            var complaint: String?
-            for _ in 0..<3 {
-                let request = PasswordRequest(
-                    kind: .keychainPassword,
-                    description: dictionary["u_OpPrompt"].flatMap { if case .string(let s) = $0 { s } else { nil } }
-                        ?? "An application wants to use the keychain \"\(name)\". Enter its password to unlock it.",
-                    prompt: "Password:", error: complaint)
-                switch prompter.requestPassword(request) {
-                case .cancelled: throw KeychainError(.userCanceled)
-                case .unavailable: throw KeychainError.interactionNotAllowed("the keychain is locked")
-                case .entered(let password):
-                    do throws(KeychainError) {
-                        try file.unlock(password: password)
-                        return try body()
-                    } catch KeychainStatus.authFailed {
-                        complaint = "Wrong password, try again."
-                    } catch {
-                        throw error
-                    }
-                }
-            }
-            throw KeychainError(.authFailed)
-        } catch {
-            throw error
-        }
-    }
-
-    /// False for kSecUseAuthenticationUIFail / Skip, kSecUseNoAuthenticationUI, or a context that forbids it.
-    private func allowsUI(_ dictionary: [String: QueryValue]) -> Bool {
-        if case .string(let ui) = dictionary["u_AuthUI"], ui != AuthenticationUI.allow.rawValue { return false }
-        if dictionary["u_NoAuthUI"] == .bool(true) || dictionary["u_NoAuthUI"] == .int(1) { return false }
-        if case .authenticationContext(let context) = dictionary["u_AuthCtx"], context.interactionNotAllowed {
-            return false
-        }
-        return true
+    /// Runs an item call through this service's Asker: what the call needs from the user (the keychain's password,
+    /// the owner's authentication, an application password, a yes for this program) is asked for with nothing
+    /// held, and the call runs again with it.
+    private func asking<T>(_ query: ItemQuery, _ file: KeychainFile, grants: AccessGrants = AccessGrants(),
+                           _ body: (AccessGrants) throws(KeychainError) -> T) throws(KeychainError) -> T {
+        try asker.run(Asker.Call(query, program: caller.application?.path), gate: FileGate(file: file),
+                      grants: grants, body)
     }
 
     // MARK: - Files

@@ -4,7 +4,8 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Who is calling, as far as the keychain's rules care: the access groups it may use (semantics §3.2, §3.3).
+/// Who is calling, as far as the keychain's rules care: the access groups it may use (semantics §3.2, §3.3) and its
+/// program. What it may do with them is decided by ``AccessEvaluator`` alone.
 ///
 /// The list order matters: the first group is where an add without `kSecAttrAccessGroup` lands.
 public struct Caller: Sendable, Hashable {
@@ -34,23 +35,5 @@ public struct Caller: Sendable, Hashable {
             throw KeychainError(.missingEntitlement, "the caller has no access group")
         }
         return first
-    }
-
-    public func checkReadable(_ group: String) throws(KeychainError) {
-        if hasWildcard || accessGroups.contains(group) { return }
-        throw KeychainError(.missingEntitlement, "access group not entitled")
-    }
-
-    public func checkWritable(_ group: String) throws(KeychainError) {
-        if group == Self.tokenGroup { throw KeychainError(.missingEntitlement, "access group is read-only") }
-        try checkReadable(group)
-    }
-
-    /// The groups a search may see (nil: any); update and delete never touch `com.apple.token`.
-    public func visibleGroups(for operation: Operation) -> Set<String>? {
-        if hasWildcard { return nil }
-        var set = Set(accessGroups)
-        if operation == .update || operation == .delete { set.remove(Self.tokenGroup) }
-        return set
     }
 }

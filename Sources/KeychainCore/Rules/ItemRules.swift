@@ -19,7 +19,7 @@ public enum ItemRules {
         if caller.accessGroups.isEmpty { throw KeychainError(.missingEntitlement, "the caller has no access group") }
         let group: String
         if let explicit = query.accessGroup {
-            try caller.checkWritable(explicit)
+            try AccessEvaluator.checkWritable(explicit, caller: caller)
             group = explicit
         } else {
             group = try caller.defaultGroup()
@@ -65,9 +65,7 @@ public enum ItemRules {
         case .any: break
         }
         if let group = query.accessGroup, item.accessGroup != group { return false }
-        if let visible = caller.visibleGroups(for: query.operation), !visible.contains(item.accessGroup) {
-            return false
-        }
+        if !AccessEvaluator.isVisible(group: item.accessGroup, to: caller, for: query.operation) { return false }
         if let accessibility = query.accessibility, item.accessibility != accessibility { return false }
         let schema = Schema.attributes(of: item.itemClass)
         for (code, wanted) in query.attributes {
@@ -93,7 +91,7 @@ public enum ItemRules {
             result.attributes[code] = value
         }
         if let group = update.accessGroup {
-            try caller.checkWritable(group)
+            try AccessEvaluator.checkWritable(group, caller: caller)
             result.attributes["agrp"] = .string(group)
         }
         if let sync = update.synchronizable { result.attributes["sync"] = .number(sync ? 1 : 0) }
@@ -105,6 +103,7 @@ public enum ItemRules {
             result.accessControl = nil
             result.attributes["pdmn"] = .string(accessibility.rawValue)
         }
+        try AccessEvaluator.checkKeyProtectionChange(from: item, to: result)
         if result.accessControl != nil && result.isSynchronizable {
             throw .param("access control on a synchronizable item")
         }

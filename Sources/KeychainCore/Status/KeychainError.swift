@@ -12,6 +12,8 @@ public struct KeychainError: Error, Hashable, Sendable, CustomStringConvertible 
     public let status: KeychainStatus
     public let message: String
     let location: String
+    /// Set when the call stopped for something only the user can give (see ``PendingAccess``); never crosses a process.
+    public internal(set) var pending: PendingAccess?
 
     public init(
         _ status: KeychainStatus, _ detail: String? = nil, fileID: StaticString = #fileID, line: UInt = #line

@@ -8,10 +8,14 @@ import KeychainDBus
 /// user allowed it for this connection). Everything else is *locked* for that caller, and Unlock turns it into a
 /// prompt: the keychain's password, then Deny / Allow / Always Allow for each item of another program.
 extension SecretServiceObjects {
-    /// Whether the caller's program may read `item`'s secret without asking.
+    /// What the user granted this connection about `id` (Allow in an Unlock prompt).
+    func grants(for id: UUID) -> AccessGrants {
+        AccessGrants(consentedItems: server.isAllowed(id, for: caller) ? [id] : [])
+    }
+
+    /// Whether the caller's program may use `item` without asking (the evaluator's trusted-application rule).
     func isReadable(_ item: Item) -> Bool {
-        guard let application = service.caller.application, let access = item.applicationAccess else { return true }
-        return access.trusts(application) || server.isAllowed(item.uuid, for: caller)
+        !AccessEvaluator.needsConsent(.readSecret, on: item, by: service.caller, grants: grants(for: item.uuid))
     }
 
     /// The item, when it is unlocked for the caller (IsLocked otherwise; NoSuchObject when it is not there).
@@ -20,13 +24,6 @@ extension SecretServiceObjects {
         let item = try found(keychain, id).item
         guard isReadable(item) else { throw Failure.isLocked }
         return item
-    }
-
-    /// What a secret read adds to its query: never a question from here (a prompt asked already); Allow for an
-    /// item the user allowed for this connection.
-    func readOptions(for id: UUID) -> [String: QueryValue] {
-        guard server.isAllowed(id, for: caller) else { return ["u_AuthUI": .string(AuthenticationUI.fail.rawValue)] }
-        return ["u_AuthCtx": .authenticationContext(AuthenticationContext(prompter: DecidedPrompter(decision: .allow)))]
     }
 
     /// Unlock(objects): what is unlocked for the caller already, and a prompt for the rest ("/" when none).
@@ -74,10 +71,8 @@ extension SecretServiceObjects {
                     result.append(path)
                     continue
                 }
-                let label = item.attributes["labl"]?.stringValue ?? item.attributes["svce"]?.stringValue ?? ""
                 let changed = objects.service.caller.application.map { item.applicationAccess?.trustedEarlierBuild(of: $0) == true }
-                switch prompter.requestConfirmation(ConfirmationRequest(
-                    description: objects.consentQuestion(label: label, changed: changed == true))) {
+                switch Asker(prompter: prompter).confirm(objects.consentQuestion(label: item.displayName, changed: changed == true)) {
                 case .allow:
                     guard !isDismissed() else { return nil }
                     objects.server.allow(id, for: objects.caller)
@@ -92,8 +87,7 @@ extension SecretServiceObjects {
             for (path, id) in sessionAsks {
                 guard let item = objects.sessionItems.item(id) else { continue }
                 let changed = objects.service.caller.application.map { item.access?.trustedEarlierBuild(of: $0) == true }
-                switch prompter.requestConfirmation(ConfirmationRequest(
-                    description: objects.consentQuestion(label: item.label, changed: changed == true))) {
+                switch Asker(prompter: prompter).confirm(objects.consentQuestion(label: item.label, changed: changed == true)) {
                 case .allow:
                     guard !isDismissed() else { return nil }
                     objects.server.allow(id, for: objects.caller)
@@ -142,50 +136,52 @@ extension SecretServiceObjects {
 
     /// Asks for `keychain`'s password (three tries) and unlocks it for every client of keychaind. While one
     /// question about a keychain is showing, others that need it wait for its answer instead of asking again.
-    func askToUnlock(_ keychain: KeychainReference, prompter: any Prompter, isDismissed: () -> Bool) -> UnlockOutcome {
+    func askToUnlock(_ keychain: KeychainReference, prompter: any Prompter,
+                     isDismissed: @escaping @Sendable () -> Bool) -> UnlockOutcome {
         guard server.claimUnlocking(keychain.path) else {
             while server.isUnlocking(keychain.path) && !isDismissed() { usleep(50_000) }
             return isLocked(keychain) ? .refused : .unlocked
         }
         defer { server.releaseUnlocking(keychain.path) }
         let program = service.caller.application?.path ?? "A program"
-        var complaint: String?
-        for _ in 0..<3 {
-            let request = PasswordRequest(
-                kind: .keychainPassword,
-                description: "\(program) wants to use the keychain \u{201C}\(Self.name(of: keychain))\u{201D}. Enter its password to unlock it.",
-                prompt: "Password:", error: complaint)
-            switch prompter.requestPassword(request) {
-            case .entered(let password):
-                guard !isDismissed() else { return .dismissed }
-                do throws(KeychainError) {
-                    try service.unlock(keychain, password: password)
-                    server.changed(.unlock, keychain, by: caller)
-                    return .unlocked
-                } catch {
-                    guard error.status == .authFailed else { return .refused }
-                    complaint = "Wrong password, try again."
-                }
-            case .cancelled, .unavailable:
-                return .dismissed
-            }
+        let gate = DismissiblePasswordGate(inner: ServicePasswordGate(service: service, keychain: keychain),
+                                           isDismissed: isDismissed)
+        do throws(KeychainError) {
+            try Asker(prompter: prompter).unlock(gate, prompter: prompter, description:
+                "\(program) wants to use the keychain \u{201C}\(Self.name(of: keychain))\u{201D}. Enter its password to unlock it.")
+            server.changed(.unlock, keychain, by: caller)
+            return .unlocked
+        } catch {
+            return error.status == .userCanceled || error.status == .interactionNotAllowed ? .dismissed : .refused
         }
-        return .refused
     }
 
     func consentQuestion(label: String, changed: Bool) -> String {
-        let program = service.caller.application?.path ?? "A program"
-        var text = "\(program) wants to use the secret of \u{201C}\(label)\u{201D} in your keychain."
-        if changed { text += " The program has changed since it was last allowed." }
-        return text
+        Asker.consentQuestion(program: service.caller.application?.path ?? "A program", item: label,
+                              operation: .readSecret, changed: changed)
     }
 
-    /// Always Allow: the caller's program joins the item's trusted applications (the engine adds it as it reads
-    /// the secret with that decision), so no later process of that program is asked, even after a restart.
+    /// Always Allow: the caller's program joins the item's trusted applications, so no later process of that
+    /// program is asked, even after a restart.
     func rememberTrust(_ keychain: KeychainReference, _ id: UUID) -> Bool {
-        let context = AuthenticationContext(prompter: DecidedPrompter(decision: .alwaysAllow))
-        let query: [String: QueryValue] = ["v_PersistentRef": .data(reference(id)), "r_Data": true,
-                                           "u_AuthCtx": .authenticationContext(context)]
-        return (try? service.search(query, in: keychain)) != nil
+        (try? service.trust(item: id, in: keychain)) != nil
+    }
+}
+
+/// A prompt's password gate: once the prompt is dismissed, an answer that arrives after it unlocks nothing.
+struct DismissiblePasswordGate: PasswordGate {
+    let inner: ServicePasswordGate
+    let isDismissed: @Sendable () -> Bool
+
+    var keychainName: String { inner.keychainName }
+
+    func unlock(password: SecretBytes) throws(KeychainError) {
+        guard !isDismissed() else { throw KeychainError(.userCanceled, "the prompt was dismissed") }
+        try inner.unlock(password: password)
+    }
+
+    func authenticateOwner(password: SecretBytes, context: AuthenticationContext?) throws(KeychainError) -> Bool {
+        guard !isDismissed() else { throw KeychainError(.userCanceled, "the prompt was dismissed") }
+        return try inner.authenticateOwner(password: password, context: context)
     }
 }

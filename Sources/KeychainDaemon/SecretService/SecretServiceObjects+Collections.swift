@@ -79,19 +79,9 @@ extension SecretServiceObjects {
     /// The new keychain's password, typed twice (empty: no password); nil when cancelled or nobody answers.
     func askNewPassword(for keychain: KeychainReference, prompter: any Prompter) -> SecretBytes? {
         let program = service.caller.application?.path ?? "A program"
-        var complaint: String?
-        for _ in 0..<3 {
-            let description = "\(program) wants to create the keychain \u{201C}\(Self.name(of: keychain))\u{201D}. "
-                + "Choose its password (empty: a keychain without a password)."
-            guard case .entered(let first) = prompter.requestPassword(PasswordRequest(
-                kind: .keychainPassword, description: description, prompt: "Password:", error: complaint)),
-                case .entered(let second) = prompter.requestPassword(PasswordRequest(
-                    kind: .keychainPassword, description: description, prompt: "Repeat:"))
-            else { return nil }
-            if first == second { return first }
-            complaint = "The passwords did not match, try again."
-        }
-        return nil
+        return Asker(prompter: prompter).chooseNewPassword(
+            description: "\(program) wants to create the keychain \u{201C}\(Self.name(of: keychain))\u{201D}. "
+                + "Choose its password (empty: a keychain without a password).")
     }
 
     /// Collection.Delete: deletes the keychain file and every item in it once the user says yes (a prompt).
@@ -100,7 +90,7 @@ extension SecretServiceObjects {
             guard let prompter else { return nil }
             let program = objects.service.caller.application?.path ?? "A program"
             let question = "\(program) wants to delete the keychain \u{201C}\(Self.name(of: keychain))\u{201D} and every item in it."
-            switch prompter.requestConfirmation(ConfirmationRequest(description: question)) {
+            switch Asker(prompter: prompter).confirm(question) {
             case .allow, .alwaysAllow:
                 guard !isDismissed(), (try? objects.service.deleteKeychain(keychain)) != nil else { return nil }
                 objects.server.changed(.keychainListChanged, keychain, by: objects.caller)

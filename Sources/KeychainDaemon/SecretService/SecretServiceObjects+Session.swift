@@ -9,8 +9,7 @@ extension SecretServiceObjects {
     var sessionItems: SecretSessionCollection { server.sessionCollection }
 
     func isReadable(_ item: SecretSessionCollection.Item, _ id: UUID) -> Bool {
-        guard let application = service.caller.application, let access = item.access else { return true }
-        return access.trusts(application) || server.isAllowed(id, for: caller)
+        !AccessEvaluator.needsConsent(.readSecret, access: item.access, of: id, by: service.caller, grants: grants(for: id))
     }
 
     /// The session item at `id`, when the caller may use it (IsLocked for another program's, until allowed).

@@ -235,7 +235,8 @@ struct SecretServiceObjects: Sendable {
         if let existing = try search(attributes, in: keychain).first(where: { SecretItemMapping.attributes(of: $0) == attributes }) {
             guard isReadable(existing) else { throw Failure.isLocked }
             try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
-                               with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain)
+                               with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain,
+                               grants: grants(for: existing.uuid))
             server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, existing.uuid))
             server.changed(.update, keychain, by: caller)
             return itemPath(keychain, existing.uuid)
@@ -287,13 +288,13 @@ struct SecretServiceObjects: Sendable {
             guard let argument = arguments.first else { throw Failure.invalidArgs("SetSecret((oayays))") }
             _ = try unlockedItem(keychain, id)
             let (secret, _) = try secretArgument(argument)
-            try service.update(["v_PersistentRef": .data(reference(id))], with: ["v_Data": .secret(secret)], in: keychain)
+            try service.update(["v_PersistentRef": .data(reference(id))], with: ["v_Data": .secret(secret)], in: keychain, grants: grants(for: id))
             server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, id))
             server.changed(.update, keychain, by: caller)
             return []
         case "Delete":
             _ = try unlockedItem(keychain, id)
-            try service.delete(["v_PersistentRef": .data(reference(id))], in: keychain)
+            try service.delete(["v_PersistentRef": .data(reference(id))], in: keychain, grants: grants(for: id))
             server.itemSignal("ItemDeleted", collection: collectionPath(keychain), item: itemPath(keychain, id))
             server.changed(.delete, keychain, by: caller)
             return [.objectPath("/")]
@@ -304,15 +305,12 @@ struct SecretServiceObjects: Sendable {
 
     func reference(_ id: UUID) -> Data { PersistentReference(itemClass: .genericPassword, uuid: id).data }
 
-    func found(_ keychain: KeychainReference, _ id: UUID, secret: Bool = false, options: [String: QueryValue] = [:]) throws
-        -> FoundItem
-    {
+    func found(_ keychain: KeychainReference, _ id: UUID, secret: Bool = false) throws -> FoundItem {
         var query: [String: QueryValue] = ["v_PersistentRef": .data(reference(id)), "r_Attributes": true]
         if secret { query["r_Data"] = true }
-        query.merge(options) { _, option in option }
         let items: [FoundItem]
         do throws(KeychainError) {
-            items = try service.search(query, in: keychain)
+            items = try service.search(query, in: keychain, grants: grants(for: id))
         } catch {
             if error.status == .itemNotFound { throw Failure.noSuchObject }
             throw error
@@ -325,7 +323,7 @@ struct SecretServiceObjects: Sendable {
     /// encrypted under the session's key with the IV as parameters in an encrypted one.
     func secretValue(_ keychain: KeychainReference, _ id: UUID, session path: String) throws -> DBusValue {
         _ = try server.session(path, owner: caller)  // NoSession before the item is even looked at
-        let item = try found(keychain, id, secret: true, options: readOptions(for: id))
+        let item = try found(keychain, id, secret: true)
         return try secretStructure(item.secret ?? SecretBytes(Data()), contentType: "text/plain", session: path)
     }
 
@@ -405,7 +403,7 @@ struct SecretServiceObjects: Sendable {
             switch name {
             case "Label":
                 guard let label = value.stringValue else { throw Failure.invalidArgs("Label is a string") }
-                try service.update(["v_PersistentRef": .data(reference(id))], with: ["labl": .string(label)], in: keychain)
+                try service.update(["v_PersistentRef": .data(reference(id))], with: ["labl": .string(label)], in: keychain, grants: grants(for: id))
             case "Attributes":
                 guard let attributes = value.stringDictionaryValue, SecretItemMapping.isStorable(attributes) else {
                     throw Failure.invalidArgs("Attributes is a{ss}")
@@ -413,7 +411,7 @@ struct SecretServiceObjects: Sendable {
                 var changes = SecretItemMapping.itemAttributes(label: "", attributes: attributes)
                 changes.removeValue(forKey: "class")
                 changes.removeValue(forKey: "labl")
-                try service.update(["v_PersistentRef": .data(reference(id))], with: changes, in: keychain)
+                try service.update(["v_PersistentRef": .data(reference(id))], with: changes, in: keychain, grants: grants(for: id))
             default:
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) is read-only")
             }

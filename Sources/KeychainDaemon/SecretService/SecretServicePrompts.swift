@@ -14,7 +14,7 @@ extension SecretServiceServer {
 
     /// A prompt's work: asks the user through `prompter` (nil: nobody can be asked) and applies the answer unless
     /// `isDismissed` says the client gave up meanwhile. Returns the result, or nil when dismissed or refused.
-    typealias PromptWork = @Sendable (_ prompter: (any Prompter)?, _ isDismissed: @Sendable () -> Bool) -> DBusValue?
+    typealias PromptWork = @Sendable (_ prompter: (any Prompter)?, _ isDismissed: @escaping @Sendable () -> Bool) -> DBusValue?
 
     final class PendingPrompt: Sendable {
         let owner: String
@@ -107,12 +107,4 @@ extension SecretServiceServer {
         }
         for prompt in gone { _ = prompt.finish() }
     }
-}
-
-/// A prompter that answers every question the same way, without asking: the decision a prompt already got from
-/// the user, handed to the engine for the read or the remembered trust it applies.
-struct DecidedPrompter: Prompter {
-    let decision: ConfirmationResponse
-    func requestPassword(_ request: PasswordRequest) -> PromptResponse { .unavailable }
-    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse { decision }
 }

@@ -14,7 +14,9 @@ extension KeychainFile {
     // MARK: - The four calls
 
     /// Adds an item (`SecItemAdd`). Returns what was stored, secret included when the query asks for data.
-    public func add(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> FoundItem {
+    public func add(_ query: ItemQuery, caller: Caller, grants: AccessGrants = AccessGrants()) throws(KeychainError)
+        -> FoundItem
+    {
         applyAutoLock()
         var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
         item.applicationAccess = try applicationAccess(for: query, caller: caller)
@@ -24,7 +26,7 @@ extension KeychainFile {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
         }
         let secret = query.valueData ?? SecretBytes(Data())
-        let appPassword = try applicationPasswordForWriting(item, query)
+        let appPassword = try applicationPasswordForWriting(item, query, grants: grants)
         let sealed = try seal(item, secret: secret, generation: 1, applicationPassword: appPassword)
         try write { db, changes in
             try insert(sealed, db: db, changes: &changes)
@@ -37,15 +39,16 @@ extension KeychainFile {
     /// errSecDuplicateItem) exists, applies `changes` to that one item; one transaction, so no other process can
     /// slip in between, and only the duplicate itself is touched, never other items a partial query would match.
     ///
-    /// Nobody is asked anything while a transaction is held: a duplicate whose update may ask (an ACL, an
-    /// application password, a program its trusted list does not name) is found in a snapshot, authorised and
-    /// sealed outside any transaction, then committed only if the row is still as it was read (else start again).
+    /// A duplicate whose update may need more than the call brings (an ACL, an application password, a program its
+    /// trusted list does not name) is found in a snapshot, authorised and sealed outside any transaction (opening an
+    /// application password is slow), then committed only if the row is still as it was read (else start again).
     ///
     /// - Returns: true when an item was added, false when the duplicate was updated.
     @discardableResult
-    public func addOrUpdate(_ query: ItemQuery, changes: ItemUpdate, caller: Caller) throws(KeychainError) -> Bool {
+    public func addOrUpdate(_ query: ItemQuery, changes: ItemUpdate, caller: Caller,
+                            grants: AccessGrants = AccessGrants()) throws(KeychainError) -> Bool {
         applyAutoLock()
-        if let group = changes.accessGroup { try caller.checkWritable(group) }
+        if let group = changes.accessGroup { try AccessEvaluator.checkWritable(group, caller: caller) }
         let now = configuration.clock()
         var item = try ItemRules.newItem(from: query, caller: caller, now: now)
         item.applicationAccess = try applicationAccess(for: query, caller: caller)
@@ -58,34 +61,31 @@ extension KeychainFile {
         let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
         let arguments: StatementArguments = [item.itemClass.rawValue, primaryIndex]
 
-        /// Whether bringing the duplicate up to date may ask the user: then it is prepared outside any transaction.
-        func mayAsk(_ old: Item) -> Bool {
-            needsAuthentication(old) || (changes.valueData == nil && needsApproval(old, caller: caller))
+        /// Whether bringing the duplicate up to date may need more than the call brings: then it is prepared
+        /// outside any transaction.
+        func mayNeedMore(_ old: Item) -> Bool {
+            mayNeedAuthentication(old) || AccessEvaluator.needsConsent(.change, on: old, by: caller, grants: grants)
                 || changes.accessControl?.needsApplicationPassword == true
         }
-        /// The duplicate's next version (asking, if it may ask, so only outside a transaction then).
+        /// The duplicate's next version.
         func nextVersion(of row: ItemRow, _ old: Item) throws(KeychainError) -> SealedItem {
             // The duplicate is in the group the new item would get, which the caller may write.
-            guard try authorize(old, query, db: nil) else { throw KeychainError.duplicateItem() }
+            guard try permit(changes.changesAccess ? .changeAccess : .change, old, caller: caller, grants: grants,
+                             query: query)
+            else { throw KeychainError.duplicateItem() }
             var updated = try ItemRules.applying(changes, to: old, caller: caller, now: now)
             if changes.accessControl != nil { try bindEnrolment(&updated) }
-            let secret: SecretBytes
+            var secret: SecretBytes
             if let given = changes.valueData { secret = given } else {
-                // Keeping the old secret means reading it: the caller's program must be trusted for that.
-                let approval = try approveApplication(old, query, caller: caller)
-                if approval == .leaveOut { throw KeychainError.interactionNotAllowed() }
-                if case .allowedAlways(let application) = approval {
-                    updated.applicationAccess = (updated.applicationAccess ?? .trusted([])).trusting(application)
-                }
-                secret = try openSecret(row, item: old, query: query)
+                secret = try openSecret(row, item: old, query: query, grants: grants)
             }
             return try seal(updated, secret: secret, generation: row.generation + 1,
-                            applicationPassword: applicationPasswordForWriting(updated, query))
+                            applicationPassword: applicationPasswordForWriting(updated, query, grants: grants))
         }
 
         // The new item is sealed first, outside (its application password may be asked for).
         let newItem = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
-                               applicationPassword: applicationPasswordForWriting(item, query))
+                               applicationPassword: applicationPasswordForWriting(item, query, grants: grants))
         for _ in 0..<Self.optimisticAttempts {
             // A duplicate that may ask is read and prepared with nothing held; one that cannot ask (the common
             // case) is updated inside the transaction itself, so racing writers always make progress.
@@ -93,7 +93,7 @@ extension KeychainFile {
             var prepared: SealedItem?
             if let row = existing {
                 let (old, _) = try openMeta(row)
-                if mayAsk(old) { prepared = try nextVersion(of: row, old) }
+                if mayNeedMore(old) { prepared = try nextVersion(of: row, old) }
             }
             let added = try write { db, manifestChanges -> Bool? in
                 guard let current = try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow()
@@ -108,7 +108,7 @@ extension KeychainFile {
                     sealed = prepared
                 } else {
                     let (old, _) = try openMeta(current)
-                    guard !mayAsk(old) else { return nil }  // changed meanwhile into one that may ask: again
+                    guard !mayNeedMore(old) else { return nil }  // changed meanwhile into one that may: again
                     sealed = try nextVersion(of: current, old)
                 }
                 manifestChanges.removed.append(contribution(of: current))
@@ -124,7 +124,7 @@ extension KeychainFile {
     }
 
     /// Adds several items in one transaction (an import): all of them, or none if any fails.
-    public func addAll(_ queries: [ItemQuery], caller: Caller) throws(KeychainError) {
+    public func addAll(_ queries: [ItemQuery], caller: Caller, grants: AccessGrants = AccessGrants()) throws(KeychainError) {
         applyAutoLock()
         let now = configuration.clock()
         var sealed: [SealedItem] = []
@@ -136,7 +136,7 @@ extension KeychainFile {
                 throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
             }
             sealed.append(try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
-                                   applicationPassword: applicationPasswordForWriting(item, query)))
+                                   applicationPassword: applicationPasswordForWriting(item, query, grants: grants)))
         }
         try write { db, changes in
             for s in sealed { try insert(s, db: db, changes: &changes) }
@@ -147,8 +147,10 @@ extension KeychainFile {
     ///
     /// - Throws: `errSecItemNotFound` for no match; `errSecInteractionNotAllowed` when a candidate's class key is
     ///   locked.
-    public func search(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> [FoundItem] {
-        try search(query, caller: caller, purpose: .read)
+    public func search(_ query: ItemQuery, caller: Caller, grants: AccessGrants = AccessGrants()) throws(KeychainError)
+        -> [FoundItem]
+    {
+        try search(query, caller: caller, purpose: .read, grants: grants)
     }
 
     /// Why a search reads secrets: to hand them to the caller, or to run a private-key operation here.
@@ -160,13 +162,15 @@ extension KeychainFile {
         case keyUse
     }
 
-    public func search(_ query: ItemQuery, caller: Caller, purpose: ReadPurpose) throws(KeychainError) -> [FoundItem] {
+    public func search(_ query: ItemQuery, caller: Caller, purpose: ReadPurpose,
+                       grants: AccessGrants = AccessGrants()) throws(KeychainError) -> [FoundItem] {
         applyAutoLock()
-        if let group = query.accessGroup { try caller.checkReadable(group) }
+        if let group = query.accessGroup { try AccessEvaluator.checkReadable(group, caller: caller) }
         if query.limit.count == 0 { throw .itemNotFound() }
         let wantsSecret = query.returnTypes.contains(.data)
-        // Two phases: the matches are read in one snapshot, then authorised and decrypted with no transaction held,
-        // so that a person taking their time over a prompt never holds up other calls (or other daemon clients).
+        // Two phases: the matches are read in one snapshot, then authorised and decrypted with no transaction held
+        // (opening an application password is slow).
+        let operation: ItemOperation = purpose == .keyUse ? .useKey : wantsSecret ? .readSecret : .readAttributes
         let matches = try read { db -> [(ItemRow, Item)] in
             var out: [(ItemRow, Item)] = []
             var certain = 0  // matches that need no authentication, so cannot drop out below
@@ -175,36 +179,27 @@ extension KeychainFile {
                 let (item, _) = try openMeta(row)
                 guard ItemRules.matches(item, query, caller: caller) else { continue }
                 out.append((row, item))
-                if !needsAuthentication(item) && !(wantsSecret && needsApproval(item, caller: caller)) { certain += 1 }
+                if !mayNeedAuthentication(item) && !AccessEvaluator.needsConsent(operation, on: item, by: caller, grants: grants) {
+                    certain += 1
+                }
                 if let limit = query.limit.count, certain >= limit { break }
             }
             return out
         }
         var found: [FoundItem] = []
         for (row, item) in matches {
-            if wantsSecret && purpose == .read && item.isNonExportablePrivateKey {
-                throw KeychainError(.keyIsSensitive, "a private key that is not extractable is used, never read")
-            }
-            if try !authorize(item, query, db: nil) { continue }
-            if purpose == .keyUse, try !authorize(item, query, db: nil, for: .sign) { continue }
+            guard try permit(operation, item, caller: caller, grants: grants, query: query) else { continue }
             var secret: SecretBytes?
-            if wantsSecret {
-                let approval = try approveApplication(item, query, caller: caller)
-                if approval == .leaveOut { continue }
-                let opened = try openSecret(row, item: item, query: query)
-                if case .allowedAlways(let application) = approval {
-                    rememberTrust(application, row: row, item: item, secret: opened, query: query)
-                }
-                secret = opened
-            } else if item.accessControl?.needsApplicationPassword == true {
-                // Apple decrypts an item with access-control constraints even for an attribute-only read, so its
-                // application password is needed (semantics §5.3): UI Skip leaves the item out, UI Fail without
-                // the password is errSecInteractionNotAllowed, UI Allow asks.
+            // Apple decrypts an item with access-control constraints even for an attribute-only read, so its
+            // application password is needed (semantics §5.3): UI Skip leaves the item out, UI Fail without the
+            // password is errSecInteractionNotAllowed, UI Allow asks.
+            if wantsSecret || item.accessControl?.needsApplicationPassword == true {
                 do throws(KeychainError) {
-                    _ = try openSecret(row, item: item, query: query)
-                } catch KeychainStatus.interactionNotAllowed where query.authenticationUI == .skip {
-                    continue
+                    let opened = try openSecret(row, item: item, query: query, grants: grants)
+                    if wantsSecret { secret = opened }
                 } catch {
+                    // Skip leaves out an item whose application password is not given; a locked keychain is no skip.
+                    if query.authenticationUI == .skip, error.status == .interactionNotAllowed, error.pending == nil { continue }
                     throw error
                 }
             }
@@ -215,25 +210,20 @@ extension KeychainFile {
         return found
     }
 
-    /// Whether reading `item` may ask for (or be refused) authentication: read constraints or an application password.
-    private func needsAuthentication(_ item: Item) -> Bool {
-        guard let ac = item.accessControl else { return false }
-        return !ac.readConstraints.isEmpty || ac.needsApplicationPassword
-    }
-
     /// Updates every match in one transaction (`SecItemUpdate`); a collision changes nothing.
     @discardableResult
-    public func update(_ query: ItemQuery, with update: ItemUpdate, caller: Caller) throws(KeychainError) -> Int {
+    public func update(_ query: ItemQuery, with update: ItemUpdate, caller: Caller,
+                       grants: AccessGrants = AccessGrants()) throws(KeychainError) -> Int {
         applyAutoLock()
-        if let group = update.accessGroup { try caller.checkWritable(group) }
-        if let group = query.accessGroup { try caller.checkReadable(group) }
+        if let group = update.accessGroup { try AccessEvaluator.checkWritable(group, caller: caller) }
+        if let group = query.accessGroup { try AccessEvaluator.checkReadable(group, caller: caller) }
         let now = configuration.clock()
         let newAccessibility = update.accessControl?.protection ?? update.accessibility
         if newAccessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
         }
-        // Three phases, so that nobody is asked anything while a transaction or the file's lock is held: read the
-        // matches; authorise them and seal their new versions (asking if need be); then, in one write transaction,
+        // Three phases, so that no slow work (an application password's KDF) holds a transaction: read the
+        // matches; authorise them and seal their new versions; then, in one write transaction,
         // replace exactly the rows that were read, unchanged since. If another writer changed one meanwhile, start
         // again (a few times) rather than overwrite what it wrote.
         for _ in 0..<Self.optimisticAttempts {
@@ -247,20 +237,16 @@ extension KeychainFile {
             }
             var prepared: [(row: ItemRow, sealed: SealedItem)] = []
             for (row, item) in matches {
-                guard try authorize(item, query, db: nil) else { continue }
+                guard try permit(update.changesAccess ? .changeAccess : .change, item, caller: caller, grants: grants,
+                                 query: query)
+                else { continue }
                 var newItem = try ItemRules.applying(update, to: item, caller: caller, now: now)
                 if update.accessControl != nil { try bindEnrolment(&newItem) }
-                let secret: SecretBytes
+                var secret: SecretBytes
                 if let given = update.valueData { secret = given } else {
-                    // Keeping the old secret means reading it: the caller's program must be trusted for that.
-                    let approval = try approveApplication(item, query, caller: caller)
-                    if approval == .leaveOut { continue }
-                    if case .allowedAlways(let application) = approval {
-                        newItem.applicationAccess = (newItem.applicationAccess ?? .trusted([])).trusting(application)
-                    }
-                    secret = try openSecret(row, item: item, query: query)
+                    secret = try openSecret(row, item: item, query: query, grants: grants)
                 }
-                let appPassword = try applicationPasswordForWriting(newItem, query)
+                let appPassword = try applicationPasswordForWriting(newItem, query, grants: grants)
                 prepared.append((row, try seal(newItem, secret: secret, generation: row.generation + 1,
                                                applicationPassword: appPassword)))
             }
@@ -284,11 +270,13 @@ extension KeychainFile {
 
     /// Deletes every match (`SecItemDelete`).
     @discardableResult
-    public func delete(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> Int {
+    public func delete(_ query: ItemQuery, caller: Caller, grants: AccessGrants = AccessGrants()) throws(KeychainError)
+        -> Int
+    {
         applyAutoLock()
-        if let group = query.accessGroup { try caller.checkReadable(group) }
+        if let group = query.accessGroup { try AccessEvaluator.checkReadable(group, caller: caller) }
         for _ in 0..<Self.optimisticAttempts {
-            let doomed = try deletableMatches(query, caller: caller)
+            let doomed = try deletableMatches(query, caller: caller, grants: grants)
             if doomed.isEmpty { throw KeychainError.itemNotFound() }
             let count = try write { db, changes -> Int? in
                 try delete(doomed, db: db, changes: &changes) ? doomed.count : nil
@@ -306,9 +294,10 @@ extension KeychainFile {
     ///
     /// - Returns: how many items were deleted.
     @discardableResult
-    public func replaceAll(matching: ItemQuery, with query: ItemQuery, caller: Caller) throws(KeychainError) -> Int {
+    public func replaceAll(matching: ItemQuery, with query: ItemQuery, caller: Caller,
+                           grants: AccessGrants = AccessGrants()) throws(KeychainError) -> Int {
         applyAutoLock()
-        if let group = matching.accessGroup { try caller.checkReadable(group) }
+        if let group = matching.accessGroup { try AccessEvaluator.checkReadable(group, caller: caller) }
         var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
         item.applicationAccess = try applicationAccess(for: query, caller: caller)
         try bindEnrolment(&item)
@@ -316,9 +305,9 @@ extension KeychainFile {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
         }
         let sealed = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
-                              applicationPassword: applicationPasswordForWriting(item, query))
+                              applicationPassword: applicationPasswordForWriting(item, query, grants: grants))
         for _ in 0..<Self.optimisticAttempts {
-            let doomed = try deletableMatches(matching, caller: caller)
+            let doomed = try deletableMatches(matching, caller: caller, grants: grants)
             let deleted = try write { db, changes -> Int? in
                 guard try delete(doomed, db: db, changes: &changes) else { return nil }
                 try insert(sealed, db: db, changes: &changes)
@@ -333,7 +322,9 @@ extension KeychainFile {
     }
 
     /// The rows a delete of `query` removes, read in one snapshot and authorised with no transaction held.
-    private func deletableMatches(_ query: ItemQuery, caller: Caller) throws(KeychainError) -> [ItemRow] {
+    private func deletableMatches(_ query: ItemQuery, caller: Caller, grants: AccessGrants) throws(KeychainError)
+        -> [ItemRow]
+    {
         let matches = try read { db -> [(ItemRow, Item)] in
             try candidateRows(for: query, db: db).compactMap { row in
                 let (item, _) = try openMeta(row)
@@ -341,11 +332,7 @@ extension KeychainFile {
             }
         }
         var doomed: [ItemRow] = []
-        for (row, item) in matches {
-            // The ACL map decides: made from flags, `odel` is true (Apple), so no authentication is asked.
-            if case .requires = item.accessControl?.constraint(for: .delete) {
-                guard try authorize(item, query, db: nil) else { continue }
-            }
+        for (row, item) in matches where try permit(.delete, item, caller: caller, grants: grants, query: query) {
             doomed.append(row)
         }
         return doomed
@@ -385,10 +372,11 @@ extension KeychainFile {
                 guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
                 var secret: SecretBytes?
-                if includingSecrets && item.accessControl == nil && !item.isNonExportablePrivateKey
-                    && !needsApproval(item, caller: caller)
-                {
-                    secret = try openSecret(row, item: item, query: nil)
+                let readable = AccessEvaluator.decide(
+                    .readSecret, on: item, by: caller, keychain: capabilities, grants: AccessGrants(),
+                    circumstances: CallCircumstances(interaction: .fail)) == .allow
+                if includingSecrets && readable {
+                    secret = try openSecret(row, item: item, query: nil, grants: AccessGrants())
                 }
                 out.append(FoundItem(item: item, secret: secret))
             }

@@ -36,7 +36,24 @@ extension KeychainFile {
     }
 
     func lockedError(_ cls: Accessibility) -> KeychainError {
-        .interactionNotAllowed("the keychain is locked")
+        // The Asker unlocks a keychain with a password on the way (errSecInteractionNotAllowed where nobody asks).
+        hasPassword ? .needs(PendingAccess(.keychainPassword)) : .interactionNotAllowed("the keychain is locked")
+    }
+
+    /// Opens the application-password layer with the call's password. None, or a wrong one (dropped from the
+    /// context), is a requirement the Asker meets by asking (Apple's retry loop).
+    func unwrapApplicationLayer(_ inner: Data, item: Item, query: ItemQuery?, grants: AccessGrants, header: FileHeader,
+                                uuid: Data, generation: Int64) throws(KeychainError) -> Data {
+        let aad = ApplicationPasswordLayer.aad(header: header, uuid: uuid, generation: generation)
+        var retry = false
+        if let password = applicationPassword(for: query, grants: grants) {
+            if let key = try? ApplicationPasswordLayer.unwrap(inner, password: password, aad: aad) { return key }
+            query?.authenticationContext?.setApplicationPassword(nil)
+            retry = true
+        }
+        let decision = AccessEvaluator.requirementDecision(.applicationPassword, circumstances(query))
+        if case .needs = decision { _ = try follow(decision, item: item, retry: retry) }
+        throw .interactionNotAllowed(retry ? "wrong application password" : "the item needs its application password")
     }
 
     /// The attribute whose blind index sits in `service_index` for each class.
@@ -149,7 +166,9 @@ extension KeychainFile {
     }
 
     /// Decrypts a row's secret: unwrap the item key with the class key, then open the secret.
-    func openSecret(_ row: ItemRow, item: Item, query: ItemQuery?) throws(KeychainError) -> SecretBytes {
+    func openSecret(_ row: ItemRow, item: Item, query: ItemQuery?, grants: AccessGrants) throws(KeychainError)
+        -> SecretBytes
+    {
         let header = self.header.withLock { $0 }
         let cls = item.accessibility
         guard let (classKey, _) = classKey(cls) else { throw lockedError(cls) }
@@ -163,8 +182,8 @@ extension KeychainFile {
         var keyData = Data()
         defer { keyData.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
         if item.accessControl?.needsApplicationPassword == true {
-            keyData = try unwrapApplicationLayer(rawKey, item: item, query: query, header: header, uuid: uuidBytes,
-                                                 generation: generation)
+            keyData = try unwrapApplicationLayer(rawKey, item: item, query: query, grants: grants, header: header,
+                                                 uuid: uuidBytes, generation: generation)
         }
         // The item key lives on only inside SymmetricKey, which wipes itself; the decrypted copies above are wiped.
         let itemKey = SymmetricKey(data: keyData.isEmpty ? rawKey : keyData)

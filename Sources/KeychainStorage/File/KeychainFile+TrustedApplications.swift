@@ -35,55 +35,38 @@ extension KeychainFile {
         }
     }
 
-    /// Whether the caller's program needs the user's yes to read `item`'s secret.
-    func needsApproval(_ item: Item, caller: Caller) -> Bool {
-        guard let application = caller.application, let access = item.applicationAccess else { return false }
-        return !access.trusts(application)
-    }
-
-    /// Checks the calling program against `item`'s list before its secret is read, asking the user when the call
-    /// allows it: Deny is errSecAuthFailed, no way to ask (or UI Fail) errSecInteractionNotAllowed.
-    func approveApplication(_ item: Item, _ query: ItemQuery?, caller: Caller) throws(KeychainError)
-        -> ApplicationApproval
+    /// Always Allow: `application` joins the item's trusted applications, so no later process of that program is
+    /// asked, even after a restart. The item is sealed again as it is, with the longer list; the user's answer
+    /// arrives as this explicit write, never as a side effect of a read.
+    public func trust(_ application: TrustedApplication, item id: UUID, grants: AccessGrants = AccessGrants())
+        throws(KeychainError)
     {
-        guard needsApproval(item, caller: caller), let application = caller.application else { return .trusted }
-        guard let query else {
-            throw KeychainError.interactionNotAllowed("\(application.path) is not trusted by the item")
-        }
-        guard let prompter = try interaction(query) else { return .leaveOut }
-        let label = item.attributes["labl"]?.stringValue ?? item.attributes["svce"]?.stringValue
-            ?? item.attributes["srvr"]?.stringValue ?? ""
-        let changed = item.applicationAccess?.trustedEarlierBuild(of: application) == true
-        var description = "\(application.path) wants to use the secret of \u{201C}\(label)\u{201D} in your keychain."
-        if changed { description += " The program has changed since it was last allowed." }
-        switch prompter.requestConfirmation(ConfirmationRequest(description: description)) {
-        case .allow: return .allowedOnce
-        case .alwaysAllow: return .allowedAlways(application)
-        case .deny: throw KeychainError(.authFailed, "the user denied \(application.path) access to the item")
-        case .cancelled: throw KeychainError(.userCanceled)
-        case .unavailable: throw KeychainError.interactionNotAllowed("no way to ask whether \(application.path) may read")
-        }
-    }
-
-    /// Adds `application` to the item's list (Always Allow), once its secret has been read: the item is sealed
-    /// again as it is, with the longer list, if nobody changed it meanwhile. Best effort: a failure only means
-    /// the user is asked again next time.
-    func rememberTrust(_ application: TrustedApplication, row: ItemRow, item: Item, secret: SecretBytes,
-                       query: ItemQuery) {
-        var trusted = item
-        trusted.applicationAccess = (item.applicationAccess ?? .trusted([])).trusting(application)
-        do throws(KeychainError) {
+        applyAutoLock()
+        let lookup = "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?"
+        for _ in 0..<Self.optimisticAttempts {
+            let found = try read { db in
+                try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: [uuidData(id)]).nextItemRow()
+            }
+            guard let row = found else { throw .itemNotFound() }
+            let (item, _) = try openMeta(row)
+            guard case .trusted(let list) = item.applicationAccess, !list.contains(application) else { return }
+            var trusted = item
+            trusted.applicationAccess = item.applicationAccess?.trusting(application)
+            let secret = try openSecret(row, item: item, query: nil, grants: grants)
             let sealed = try seal(trusted, secret: secret, generation: row.generation + 1,
-                                  applicationPassword: applicationPasswordForWriting(trusted, query))
+                                  applicationPassword: item.accessControl?.needsApplicationPassword == true
+                                      ? grants.applicationPassword : nil)
             let stored = try write { db, changes -> Bool in
                 guard try unchanged([row], db: db) else { return false }
                 changes.removed.append(contribution(of: row))
                 try replace(rowID: row.rowID, with: sealed, db: db, changes: &changes)
                 return true
             }
-            configuration.logger.info("item.application.trusted", metadata: ["stored": "\(stored)"])
-        } catch {
-            configuration.logger.warning("item.application.trust-not-stored", metadata: ["status": "\(error.status.rawValue)"])
+            if stored {
+                configuration.logger.info("item.application.trusted")
+                return
+            }
         }
+        throw KeychainError(.internalComponent, "the item kept changing while it was being trusted; try again")
     }
 }

@@ -16,9 +16,8 @@ public final class KeychainFile: Sendable {
         public var kdf: KDFParameters = .standard
         public var clock: @Sendable () -> Date = { Date() }
         public var logger = Logger(label: "keychain.storage")
-        /// Who asks the user when an item demands authentication and the call brings no context of its own.
-        public var prompter: (any Prompter)?
-        /// The biometric sensor; none on a plain Linux machine.
+        /// The biometric sensor; none on a plain Linux machine. Storage only reads whether it can be used; the
+        /// Asker of the service layer is what asks through it.
         public var authenticator: any Authenticator = NoBiometrics()
         public init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
     }
@@ -27,6 +26,8 @@ public final class KeychainFile: Sendable {
     public typealias Settings = KeychainSettings
 
     public let url: URL
+    /// The biometric sensor this keychain's items may be opened with (the Asker asks through it).
+    public var authenticator: any Authenticator { configuration.authenticator }
     /// `url`'s standardized path, made once: what the process's handles and a service's used files are keyed by.
     public let standardizedPath: String
     let database: DatabaseQueue

@@ -1,0 +1,272 @@
+import Foundation
+import KeychainCore
+
+/// The keychain's side of a password the ``Asker`` obtains: unlocking, or the owner's proof of presence.
+public protocol PasswordGate: Sendable {
+    /// The keychain's name as a question shows it.
+    var keychainName: String { get }
+    /// Unlocks with the keychain password; a wrong one is errSecAuthFailed (counted toward the back-off).
+    func unlock(password: SecretBytes) throws(KeychainError)
+    /// Checks the keychain password as the owner's proof of presence and marks `context` authenticated; false
+    /// for a wrong one (counted toward the back-off).
+    func authenticateOwner(password: SecretBytes, context: AuthenticationContext?) throws(KeychainError) -> Bool
+}
+
+/// Every answer's keychain side, Always Allow included. The embedded service gives one per keychain file;
+/// nothing here asks anyone.
+public protocol AskerGate: PasswordGate {
+    /// The keychain's biometric sensor (none on a plain Linux machine).
+    var authenticator: any Authenticator { get }
+    /// Always Allow: the program joins the item's trusted applications.
+    func trust(_ application: TrustedApplication, item: UUID, grants: AccessGrants) throws(KeychainError)
+}
+
+/// The one place that asks the user anything about keychain access: which question, its words, how many tries,
+/// through which prompter. Every door uses it (the embedded service, keychaind's connections, the Secret Service,
+/// LocalAuthentication); storage only reports what it needs (``PendingAccess``) and takes the grants.
+public struct Asker: Sendable {
+    /// Who asks; nil: nobody can be asked, and every requirement is errSecInteractionNotAllowed.
+    public let prompter: (any Prompter)?
+
+    public init(prompter: (any Prompter)?) {
+        self.prompter = prompter
+    }
+
+    /// Tries per question: a keychain password to unlock, the owner's password, an application password.
+    static let unlockTries = 3
+    static let passwordTries = 5
+    /// How many questions one call may lead to before it gives up (each answered one lets it go further).
+    static let maximumRounds = 64
+
+    /// What one call is, as its questions describe it.
+    public struct Call: Sendable {
+        /// The calling program, when it is known for certain (keychaind's peer); nil: "An application".
+        public var program: String?
+        /// `kSecUseOperationPrompt`, or the context's localized reason: shown as the question's description.
+        public var operationPrompt: String?
+        /// How the call may involve the user; only Allow asks.
+        public var interaction: AuthenticationUI
+        /// The call's authentication context: its own prompter (an LAContext made with one) goes first, and the
+        /// owner's authentication and application password are kept in it for its later calls.
+        public var context: AuthenticationContext?
+
+        public init(program: String? = nil, operationPrompt: String? = nil, interaction: AuthenticationUI = .allow,
+                    context: AuthenticationContext? = nil) {
+            self.program = program
+            self.operationPrompt = operationPrompt
+            self.interaction = interaction
+            self.context = context
+        }
+
+        /// The call a parsed query describes.
+        public init(_ query: ItemQuery, program: String?) {
+            var interaction = query.authenticationUI
+            if interaction == .allow && query.authenticationContext?.interactionNotAllowed == true { interaction = .fail }
+            let reason = query.authenticationContext?.localizedReason
+            self.init(program: program,
+                      operationPrompt: query.operationPrompt.flatMap { $0.isEmpty ? nil : $0 } ?? reason.flatMap { $0.isEmpty ? nil : $0 },
+                      interaction: interaction, context: query.authenticationContext)
+        }
+    }
+
+    /// Runs `body` with the grants obtained so far; each time it stops for something only the user can give, asks
+    /// for it, checks the answer through `gate`, and runs it again. Nobody is asked while `body` runs, so nothing
+    /// (a transaction, a lock) is held during a question.
+    public func run<T>(_ call: Call, gate: some AskerGate, grants initial: AccessGrants = AccessGrants(),
+                       _ body: (AccessGrants) throws(KeychainError) -> T) throws(KeychainError) -> T {
+        var grants = initial
+        var applicationPasswordTries = 0
+        for _ in 0..<Self.maximumRounds {
+            do {
+                return try body(grants)
+            } catch {
+                guard let pending = error.pending else { throw error }
+                try obtain(pending, for: call, gate: gate, grants: &grants, applicationPasswordTries: &applicationPasswordTries,
+                           original: error)
+            }
+        }
+        throw KeychainError(.authFailed, "too many questions for one call")
+    }
+
+    private func obtain(_ pending: PendingAccess, for call: Call, gate: some AskerGate, grants: inout AccessGrants,
+                        applicationPasswordTries: inout Int, original: KeychainError) throws(KeychainError) {
+        guard call.interaction == .allow, let prompter = call.context?.prompter ?? prompter else {
+            throw original.status == .interactionNotAllowed ? original : .interactionNotAllowed(original.message)
+        }
+        switch pending.requirement {
+        case .keychainPassword:
+            try unlock(gate, prompter: prompter, description: call.operationPrompt ?? unlockQuestion(call.program, gate))
+        case .ownerAuthentication(let alternatives):
+            try authenticateOwner(alternatives, call: call, gate: gate, prompter: prompter)
+            grants.ownerAuthenticated = true
+        case .consent(let application, let changed):
+            guard let item = pending.item else { throw original }
+            switch prompter.requestConfirmation(ConfirmationRequest(
+                description: Self.consentQuestion(program: application.path, item: pending.itemName,
+                                                  operation: pending.operation, changed: changed))) {
+            case .allow:
+                grants.consentedItems.insert(item)
+            case .alwaysAllow:
+                try gate.trust(application, item: item, grants: grants)
+                grants.consentedItems.insert(item)
+            case .deny: throw KeychainError(.authFailed, "the user denied \(application.path) access to the item")
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .unavailable: throw .interactionNotAllowed("no way to ask whether \(application.path) may use the item")
+            }
+        case .applicationPassword:
+            applicationPasswordTries += 1
+            guard applicationPasswordTries <= Self.passwordTries else { throw KeychainError(.authFailed) }
+            let isNew = pending.item == nil
+            let request = PasswordRequest(
+                kind: .applicationPassword,
+                description: call.operationPrompt ?? (isNew ? "Choose the item's application password."
+                                                            : "An application wants to use an item protected by its own password."),
+                prompt: "Application password:", error: pending.retry ? "Wrong password, try again." : nil)
+            switch prompter.requestPassword(request) {
+            case .entered(let password):
+                grants.applicationPassword = password
+                call.context?.setApplicationPassword(password)
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .unavailable: throw .interactionNotAllowed("no way to ask for the application password")
+            }
+        }
+    }
+
+    /// Asks for the keychain's password and unlocks it (three tries).
+    public func unlock(_ gate: some PasswordGate, prompter: any Prompter, description: String) throws(KeychainError) {
+        var complaint: String?
+        for _ in 0..<Self.unlockTries {
+            switch prompter.requestPassword(PasswordRequest(kind: .keychainPassword, description: description,
+                                                            prompt: "Password:", error: complaint)) {
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .unavailable: throw .interactionNotAllowed("the keychain is locked")
+            case .entered(let password):
+                do throws(KeychainError) {
+                    try gate.unlock(password: password)
+                    return
+                } catch {
+                    guard error.status == .authFailed else { throw error }
+                    complaint = "Wrong password, try again."
+                }
+            }
+        }
+        throw KeychainError(.authFailed)
+    }
+
+    /// The owner proves presence by one of `alternatives` (each step in turn: the sensor, the keychain password).
+    public func authenticateOwner(_ alternatives: [[AuthenticationStep]], call: Call, gate: some AskerGate,
+                                  prompter: any Prompter) throws(KeychainError) {
+        let reason = call.operationPrompt ?? "Authenticate to use a protected item."
+        var passed: Set<AuthenticationStep> = []
+        for steps in alternatives {
+            var met = true
+            for step in steps where !passed.contains(step) {
+                switch step {
+                case .biometry:
+                    switch gate.authenticator.authenticate(reason: reason) {
+                    case .success: passed.insert(.biometry)
+                    case .cancelled: throw KeychainError(.userCanceled)
+                    case .failure: met = false
+                    }
+                case .password:
+                    try askOwnerPassword(call: call, gate: gate, prompter: prompter,
+                                         fallback: "An application wants to use a protected keychain item.")
+                    passed.insert(.password)
+                }
+                if !met { break }
+            }
+            if met {
+                call.context?.markOwnerAuthenticated()
+                return
+            }
+        }
+        throw KeychainError(.authFailed)
+    }
+
+    /// Asks for the keychain password as the owner's proof (five tries; the back-off, shared with unlocking, ends
+    /// the question at once). Cancel is errSecUserCanceled; five wrong answers errSecAuthFailed.
+    public func askOwnerPassword(call: Call, gate: some PasswordGate, prompter: any Prompter, fallback: String)
+        throws(KeychainError)
+    {
+        var complaint: String?
+        for _ in 0..<Self.passwordTries {
+            switch prompter.requestPassword(PasswordRequest(
+                kind: .keychainPassword, description: call.operationPrompt ?? fallback, prompt: "Keychain password:",
+                error: complaint)) {
+            case .cancelled: throw KeychainError(.userCanceled)
+            case .unavailable: throw .interactionNotAllowed("no way to ask for the password")
+            case .entered(let typed):
+                if try gate.authenticateOwner(password: typed, context: call.context) { return }
+                complaint = "Wrong password, try again."
+            }
+        }
+        throw KeychainError(.authFailed)
+    }
+
+    /// Asks whether `program` may do what it asks (the Deny / Allow / Always Allow question), through this
+    /// asker's prompter; no prompter: unavailable.
+    public func confirm(_ description: String) -> ConfirmationResponse {
+        prompter?.requestConfirmation(ConfirmationRequest(description: description)) ?? .unavailable
+    }
+
+    /// A new password, typed twice (three tries to make them match); nil when cancelled or nobody answers.
+    public func chooseNewPassword(description: String) -> SecretBytes? {
+        guard let prompter else { return nil }
+        var complaint: String?
+        for _ in 0..<Self.unlockTries {
+            guard case .entered(let first) = prompter.requestPassword(PasswordRequest(
+                kind: .keychainPassword, description: description, prompt: "Password:", error: complaint)),
+                case .entered(let second) = prompter.requestPassword(PasswordRequest(
+                    kind: .keychainPassword, description: description, prompt: "Repeat:"))
+            else { return nil }
+            if first == second { return first }
+            complaint = "The passwords did not match, try again."
+        }
+        return nil
+    }
+
+    // MARK: - The words
+
+    func unlockQuestion(_ program: String?, _ gate: some PasswordGate) -> String {
+        "\(program ?? "An application") wants to use the keychain \u{201C}\(gate.keychainName)\u{201D}. Enter its password to unlock it."
+    }
+
+    /// The Deny / Allow / Always Allow question about an item of another program.
+    public static func consentQuestion(program: String, item: String, operation: ItemOperation?, changed: Bool) -> String {
+        let verb = switch operation {
+        case .change?: "change"
+        case .delete?: "delete"
+        case .changeAccess?: "change the access to"
+        case .useKey?: "use the key of"
+        case .exportKey?: "export the key of"
+        default: "use the secret of"
+        }
+        var text = "\(program) wants to \(verb) \u{201C}\(item)\u{201D} in your keychain."
+        if changed { text += " The program has changed since it was last allowed." }
+        return text
+    }
+}
+
+/// A keychain reached through any ``KeychainService`` (in-process or keychaind), for the owner's password.
+public struct ServicePasswordGate: PasswordGate {
+    public let service: any KeychainService
+    public let keychain: KeychainReference?
+
+    public init(service: any KeychainService, keychain: KeychainReference?) {
+        self.service = service
+        self.keychain = keychain
+    }
+
+    public var keychainName: String {
+        let path = (keychain ?? service.defaultKeychain()).path
+        return URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+    }
+
+    public func unlock(password: SecretBytes) throws(KeychainError) {
+        try service.unlock(keychain ?? service.defaultKeychain(), password: password)
+    }
+
+    public func authenticateOwner(password: SecretBytes, context: AuthenticationContext?) throws(KeychainError) -> Bool {
+        try service.authenticateOwner(password, for: context ?? AuthenticationContext(), in: keychain)
+    }
+}
