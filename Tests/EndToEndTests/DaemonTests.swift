@@ -596,6 +596,46 @@ struct DaemonTests {
         #expect(pinentry.confirmations == 4)
     }
 
+    @Test("writes ask like reads: another program's delete needs a yes (no way to ask 36, Deny 51), and refused changes nothing")
+    func writesNeedConsent() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let pinentry = try ScriptedPinentry(in: home.tool.home)
+        var environment = home.environment
+        environment["PINENTRY_PROGRAM"] = pinentry.program.path
+        environment["DISPLAY"] = ":kc-test"
+        func run(_ program: String, _ arguments: [String], stdin: String = "", display: Bool = true) throws -> Tool.Result {
+            var env = environment
+            if !display { env.removeValue(forKey: "DISPLAY") }
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: env, input: Data(stdin.utf8))
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+        #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "original").status == 0)
+        let delete = ["delete-generic-password", "-a", "acct", "-s", "svc"]
+        // Nobody to ask: errSecInteractionNotAllowed, and the item is as it was.
+        #expect(try run("security", delete, display: false).status == 36)
+        #expect(try run("keychain-example", ["get", "svc", "acct"]).stdout == "original\n")
+        #expect(pinentry.confirmations == 0)
+        // Deny: errSecAuthFailed, and still nothing changed; the question says what the program wants to do.
+        try pinentry.answer("deny")
+        #expect(try run("security", delete).status == 51)
+        #expect(try run("keychain-example", ["get", "svc", "acct"]).stdout == "original\n")
+        #expect(pinentry.confirmations == 1)
+        #expect(pinentry.descriptions.contains("/security wants to delete"))
+        // Allow: that one delete goes through.
+        try pinentry.answer("allow")
+        #expect(try run("security", delete).status == 0)
+        #expect(try run("keychain-example", ["get", "svc", "acct"]).status != 0)
+        // The creator itself changes and deletes its own item without a question.
+        #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "again").status == 0)
+        #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "changed").status == 0)
+        #expect(try run("keychain-example", ["get", "svc", "acct"]).stdout == "changed\n")
+        #expect(pinentry.confirmations == 2)
+    }
+
     @Test("a rebuilt program at the same path is a new program: its group and its secrets need a yes again")
     func rebuiltProgramAskedAgain() throws {
         let home = try DaemonHome()

@@ -93,6 +93,46 @@ extension SecurityCompatSuite {
             #expect(SecKeyCreateDecryptedData(key, .eciesEncryptionCofactorVariableIVX963SHA256AESGCM, sealed, nil) as Data? == message)
         }
 
+        @Test("SecItemUpdate cannot make a key extractable or insensitive again: errSecParam, and the key stays sealed")
+        func protectionOnlyTightens() throws {
+            let tag = "com.example.tighten.\(UUID().uuidString)"
+            defer { delete(tag: tag) }
+            _ = try makeKey(tag: tag, privateAttributes: [kSecAttrIsExtractable as String: false])
+            let query: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data(tag.utf8),
+                                        kSecAttrKeyClass as String: kSecAttrKeyClassPrivate]
+            let loosen: [String: Any] = [kSecAttrIsExtractable as String: true, kSecAttrIsSensitive as String: false]
+            #expect(SecItemUpdate(query as CFDictionary, loosen as CFDictionary) == errSecParam)
+            var data: CFTypeRef?
+            var reading = query
+            reading[kSecReturnData as String] = true
+            #expect(SecItemCopyMatching(reading as CFDictionary, &data) == errSecKeyIsSensitive)
+            #expect(data == nil)
+            // A label change, or tightening, is fine.
+            #expect(SecItemUpdate(query as CFDictionary, [kSecAttrLabel as String: "renamed"] as CFDictionary) == errSecSuccess)
+
+            let sensitiveTag = "com.example.sensitive.\(UUID().uuidString)"
+            defer { delete(tag: sensitiveTag) }
+            _ = try makeKey(tag: sensitiveTag, privateAttributes: [kSecAttrIsSensitive as String: true])
+            let sensitive: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data(sensitiveTag.utf8),
+                                            kSecAttrKeyClass as String: kSecAttrKeyClassPrivate]
+            #expect(SecItemUpdate(sensitive as CFDictionary, [kSecAttrIsSensitive as String: false] as CFDictionary) == errSecParam)
+        }
+
+        @Test("a key stored without a use is refused that use (kSecAttrCanSign, CanDecrypt false): errSecKeyUsageIncorrect")
+        func usageEnforced() throws {
+            let tag = "com.example.nosign.\(UUID().uuidString)"
+            defer { delete(tag: tag) }
+            let key = try makeKey(tag: tag, privateAttributes: [kSecAttrCanSign as String: false, kSecAttrCanDecrypt as String: false])
+            let message = Data("not for signing".utf8)
+            var error: Unmanaged<CFError>?
+            #expect(SecKeyCreateSignature(key, .ecdsaSignatureMessageX962SHA256, message as CFData, &error) == nil)
+            #expect(error.map { CFErrorGetCode($0.takeRetainedValue()) } == Int(errSecKeyUsageIncorrect))
+            let publicKey = try #require(SecKeyCopyPublicKey(key))
+            let sealed = try #require(SecKeyCreateEncryptedData(publicKey, .eciesEncryptionCofactorVariableIVX963SHA256AESGCM,
+                                                                message as CFData, nil))
+            #expect(SecKeyCreateDecryptedData(key, .eciesEncryptionCofactorVariableIVX963SHA256AESGCM, sealed, nil) == nil)
+        }
+
         @Test("an access control with PrivateKeyUsage: the private bytes never come back, signing works")
         func privateKeyUsage() throws {
             let tag = "com.example.pku.\(UUID().uuidString)"

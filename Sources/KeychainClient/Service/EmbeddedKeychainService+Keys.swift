@@ -23,6 +23,7 @@ extension EmbeddedKeychainService {
         guard let item = found.first, item.item.itemClass == .key, item.item.attributes["kcls"]?.numberValue == 1 else {
             throw .itemNotFound()
         }
+        try AccessEvaluator.checkKeyUsage(item.item, for: use.operation)
         return SecretBytes(try Self.privateKey(of: item).perform(use))
     }
 

@@ -160,6 +160,19 @@ public enum AccessEvaluator {
         }
     }
 
+    /// A private-key operation the key was stored without (`kSecAttrCanSign`, `CanDecrypt`, `CanDerive` false) is
+    /// refused at use, as Apple enforces a key's usage attributes (errSecKeyUsageIncorrect).
+    public static func checkKeyUsage(_ item: Item, for use: KeyUse.Operation) throws(KeychainError) {
+        let attribute: String? = switch use {
+        case .sign: "sign"
+        case .decrypt: "decr"
+        case .keyExchange: "drve"
+        case .copyPublicKey: nil
+        }
+        guard let attribute, item.attributes[attribute]?.numberValue == 0 else { return }
+        throw KeychainError(.keyUsageIncorrect, "the key was stored without this use (\(attribute) is false)")
+    }
+
     // MARK: - The decision
 
     /// Decides `operation` on `item` for `caller`.

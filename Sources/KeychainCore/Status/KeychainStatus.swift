@@ -77,6 +77,7 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
     public static let invalidData = Self(-67673)
     public static let invalidACL = Self(-67702)
     public static let invalidKeyRef = Self(-67712)
+    public static let keyUsageIncorrect = Self(-67731)
     public static let verifyFailed = Self(-67808)
     public static let missingValue = Self(-67871)
     public static let invalidAccessRequest = Self(-67876)
@@ -168,6 +169,7 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
         -34019: "The keychain database is being upgraded; try again later.",
         -34020: "The client is not permitted to use this API.",
         -67585: "The required service is not available.",
+        -67731: "Key usage is incorrect.",
         -67671: "An internal error has occurred.",
         -67672: "A memory error has occurred.",
         -67712: "An invalid key was encountered.",
