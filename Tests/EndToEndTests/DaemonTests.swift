@@ -320,14 +320,18 @@ struct DaemonTests {
         #expect(FileManager.default.fileExists(atPath: runtime.appendingPathComponent("keychaind.sock.lock").path))
     }
 
-    @Test("a locked keychain needed by a program is unlocked through pinentry on the program's own terminal",
+    @Test("a locked keychain needed by a program is unlocked through pinentry on the program's own terminal; also when keychaind has no locale",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")
-                   && FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-curses")))
-    func unlockPromptOnClientTerminal() throws {
+                   && FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-curses")),
+          arguments: [false, true])
+    func unlockPromptOnClientTerminal(withoutLocale: Bool) throws {
         let home = try DaemonHome()
         defer { home.cleanUp() }
         var environment = home.environment
         environment["PINENTRY_PROGRAM"] = "/usr/bin/pinentry-curses"  // the daemon's own choice, from its start
+        // keychaind started with no locale at all (as a bare systemd or D-Bus activation may start it): pinentry
+        // still gets a UTF-8 one, or it fails every question ("A locale function failed").
+        if withoutLocale { for name in ["LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE"] { environment.removeValue(forKey: name) } }
         func run(_ program: String, _ arguments: [String], stdin: String = "") throws -> Int32? {
             let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
             let output = try ChildProcess.run(path, arguments: arguments, environment: environment, input: Data(stdin.utf8))

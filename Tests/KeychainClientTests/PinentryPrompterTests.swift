@@ -77,4 +77,14 @@ struct PinentryPrompterTests {
             try? FileManager.default.removeItem(at: log)
         }
     }
+
+    @Test("pinentry always gets a UTF-8 character locale: none, C or a Latin-1 locale becomes C.UTF-8; a UTF-8 one stays")
+    func utf8Locale() {
+        #expect(PinentryPrompter.withUTF8Locale([:])["LC_CTYPE"] == "C.UTF-8")
+        #expect(PinentryPrompter.withUTF8Locale(["LANG": "C"])["LC_CTYPE"] == "C.UTF-8")
+        let latin = PinentryPrompter.withUTF8Locale(["LC_ALL": "de_DE.ISO-8859-1", "LANG": "de_DE.UTF-8"])
+        #expect(latin["LC_ALL"] == nil && latin["LC_CTYPE"] == "C.UTF-8")
+        #expect(PinentryPrompter.withUTF8Locale(["LANG": "de_DE.UTF-8"]) == ["LANG": "de_DE.UTF-8"])
+        #expect(PinentryPrompter.withUTF8Locale(["LC_CTYPE": "en_US.utf8", "LANG": "C"]) == ["LC_CTYPE": "en_US.utf8", "LANG": "C"])
+    }
 }

@@ -67,6 +67,27 @@ struct PasswordDoorTests {
         #expect(status { try t.reopen() } == -26275)
     }
 
+    @Test("removing the state of a keychain never written to gives no free guesses: the back-off starts engaged")
+    func removedStateKeepsBackOff() throws {
+        let clock = ManualClock()
+        let t = try TestFile(password: "right", clock: clock.read)
+        t.file.lock()
+        for _ in 0..<5 { #expect(status { try t.file.unlock(password: SecretBytes(utf8: "wrong")) } == -25293) }
+        let stateDir = t.configuration.stateDirectory
+        for name in try FileManager.default.contentsOfDirectory(atPath: stateDir.path) where name.hasSuffix(".state") {
+            try FileManager.default.removeItem(at: stateDir.appendingPathComponent(name))
+        }
+        // Neither this handle nor a new one lets the right password in at once.
+        #expect(status { try t.file.unlock(password: SecretBytes(utf8: "right")) } == -25293)
+        try t.reopen()
+        #expect(status { try t.file.unlock(password: SecretBytes(utf8: "right")) } == -25293)
+        #expect(t.file.isLocked)
+        // After the wait, the right password works, and the state is back.
+        clock.now += 61
+        try t.file.unlock(password: SecretBytes(utf8: "right"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: stateDir.path).contains { $0.hasSuffix(".state") })
+    }
+
     @Test("a new keychain has its device state from the start")
     func stateAtCreation() throws {
         let t = try TestFile(password: "pw")

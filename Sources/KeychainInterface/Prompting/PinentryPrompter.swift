@@ -60,6 +60,24 @@ public struct PinentryPrompter: Prompter {
         }
     }
 
+    /// `environment` with a character locale that can show our questions: they are UTF-8 (the quotes around an
+    /// item's name, any label), and a pinentry started without a UTF-8 locale (keychaind started with no LANG, as
+    /// systemd and D-Bus activation may start it) fails every question. An existing UTF-8 locale is kept.
+    package static func withUTF8Locale(_ environment: [String: String]) -> [String: String] {
+        func isUTF8(_ value: String?) -> Bool {
+            guard let value = value?.lowercased() else { return false }
+            return value.hasSuffix(".utf-8") || value.hasSuffix(".utf8") || value.contains(".utf-8@") || value.contains(".utf8@")
+        }
+        // The first of LC_ALL, LC_CTYPE, LANG that is set decides the character locale (POSIX).
+        let effective = [environment["LC_ALL"], environment["LC_CTYPE"], environment["LANG"]]
+            .compactMap { $0 }.first { !$0.isEmpty }
+        if isUTF8(effective) { return environment }
+        var out = environment
+        out.removeValue(forKey: "LC_ALL")
+        out["LC_CTYPE"] = "C.UTF-8"
+        return out
+    }
+
     /// Assuan escaping: `%`, CR, LF and other control bytes as `%XX`; everything else (UTF-8 included) as it is.
     static func escape(_ text: String) -> String {
         var out: [UInt8] = []
@@ -102,8 +120,10 @@ public struct PinentryPrompter: Prompter {
         init?(program: String, arguments: [String], environment: [String: String]?) {
             guard let executable = program.hasPrefix("/") ? program : Self.lookup(program),
                 var channel = try? ChildPipe(),
-                let child = try? ChildProcess.spawn(executable, arguments: arguments, environment: environment,
-                                                    stdin: channel.childEnd, stdout: channel.childEnd)
+                let child = try? ChildProcess.spawn(
+                    executable, arguments: arguments,
+                    environment: PinentryPrompter.withUTF8Locale(environment ?? ProcessEnvironment.current()),
+                    stdin: channel.childEnd, stdout: channel.childEnd)
             else { return nil }
             channel.closeChildEnd()
             self.channel = channel

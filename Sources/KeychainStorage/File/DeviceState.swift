@@ -20,6 +20,8 @@ struct DeviceState: Codable, Equatable, Sendable {
     var mac: Data = Data()
 
     static let hardLimit = 100
+    /// Wrong passwords tried without a wait.
+    static let freeAttempts = 5
 
     /// The wait imposed after `failures` consecutive wrong passwords (5 free, then 1, 5, 15, 60 minutes).
     static func delay(afterFailures failures: Int) -> Double {

@@ -50,7 +50,22 @@ extension KeychainFile {
         let path = statePath
         let key = deviceKeys.stateKey
         try DeviceState.withLock(path: path) { () throws(KeychainError) in
-            var state = try DeviceState.load(path: path, key: key, dbUUID: header.dbUUID)
+            guard var state = try DeviceState.loadIfPresent(path: path, key: key, dbUUID: header.dbUUID) else {
+                // Written when the keychain was made, so a missing state was removed: that must not give five
+                // free guesses again. The back-off starts engaged, as after five wrong passwords.
+                var engaged = DeviceState()
+                if let db {
+                    do { engaged.epoch = try Manifest.load(db).epoch } catch { throw StorageErrors.map(error) }
+                } else {
+                    engaged.epoch = try read { db in try Manifest.load(db).epoch }
+                }
+                engaged.failedAttempts = DeviceState.freeAttempts
+                engaged.nextAttemptAt = now.timeIntervalSince1970 + DeviceState.delay(afterFailures: DeviceState.freeAttempts)
+                try engaged.save(path: path, key: key, dbUUID: header.dbUUID, sync: true)
+                configuration.logger.warning("keychain.state.missing")
+                throw KeychainError(.authFailed, "the keychain's device state was removed; try again in "
+                                    + "\(Int(DeviceState.delay(afterFailures: DeviceState.freeAttempts))) s")
+            }
             if state.failedAttempts >= DeviceState.hardLimit {
                 throw KeychainError(.authFailed, "too many failed attempts; the keychain is locked out")
             }
