@@ -31,6 +31,9 @@ public final class RemoteKeychainService: KeychainService {
                                environment: [String: String] = ProcessEnvironment.current())
         throws(KeychainError) -> RemoteKeychainService?
     {
+        // Nothing is sent to a socket another user could have put there (/tmp/keychain-UID made first by someone
+        // else): its directory must be this user's own, private, and not a symlink.
+        guard try SocketTrust.isPrivateDirectory(socket.deletingLastPathComponent()) else { return nil }
         let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw KeychainError(.io, "cannot make a socket (errno \(errno))") }
         var address = sockaddr_un()
@@ -52,6 +55,11 @@ public final class RemoteKeychainService: KeychainService {
         guard connected == 0 else {
             Glibc.close(fd)
             return nil
+        }
+        // And the process that answers must be of this user, as the kernel saw it at connect time.
+        do throws(KeychainError) { try SocketTrust.checkPeer(fd, socket: socket) } catch {
+            Glibc.close(fd)
+            throw error
         }
         // The greeting (both sides say which protocol they speak) and, sent ahead of its answer, where this client's
         // user can be asked: the daemon draws its own pinentry there. One write, one round trip.

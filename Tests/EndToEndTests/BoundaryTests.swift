@@ -1,0 +1,113 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The per-program boundary tried as an attacker on the same machine would: real processes, another uid where it
+/// matters (CI runs as root, so `nobody` is the victim and root plays the other local user).
+@Suite("The boundary, attacked", .serialized)
+struct BoundaryTests {
+    /// A listening Unix socket of root's: what another local user would put where the victim's client looks.
+    final class Listener {
+        let fd: Int32
+        init(path: String) throws {
+            unlink(path)
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (i, b) in path.utf8.enumerated() { raw[i] = b }
+            }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard fd >= 0, bound == 0, listen(fd, 8) == 0 else { throw KeychainError(.io, "listen \(path): errno \(errno)") }
+            chmod(path, 0o777)
+        }
+
+        /// How many connections arrived, and every byte they sent.
+        func drain() -> (connections: Int, bytes: [UInt8]) {
+            var connections = 0
+            var bytes: [UInt8] = []
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { break }
+                connections += 1
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let n = read(client, &buffer, buffer.count)
+                    if n <= 0 { break }
+                    bytes += buffer[..<n]
+                }
+                close(client)
+            }
+            return (connections, bytes)
+        }
+
+        deinit { close(fd) }
+    }
+
+    /// Runs `security ARGUMENTS` as nobody (uid 65534) in a home of its own, without XDG_RUNTIME_DIR: its client
+    /// then looks for keychaind in /tmp/keychain-65534.
+    func runAsNobody(_ arguments: [String], backend: String?) throws -> (status: Int32, stderr: String) {
+        let home = URL(fileURLWithPath: "/tmp/e2e-victim-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        #expect(chown(home.path, 65534, 65534) == 0)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        for name in ["XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "KEYCHAIN_BACKEND"] {
+            environment.removeValue(forKey: name)
+        }
+        if let backend { environment["KEYCHAIN_BACKEND"] = backend }
+        let output = try ChildProcess.run(
+            "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", Tool.binary.path] + arguments,
+            environment: environment)
+        let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+        return (status, String(decoding: output.stderr, as: UTF8.self))
+    }
+
+    static let canRun = geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+
+    @Test("finding 1: a socket directory another user made first gets no password and no request",
+          .enabled(if: canRun), arguments: ["daemon", nil] as [String?])
+    func foreignSocketDirectory(backend: String?) throws {
+        let directory = "/tmp/keychain-65534"
+        try? FileManager.default.removeItem(atPath: directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The other user's directory, open to all, with a socket listening where the victim's keychaind would be.
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o777])
+        chmod(directory, 0o777)
+        let listener = try Listener(path: directory + "/keychaind.sock")
+        let result = try runAsNobody(["unlock-keychain", "-p", "HUNTER2-CANARY", "login"], backend: backend)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains(directory), "\(result.stderr)")
+        let received = listener.drain()
+        #expect(received.connections == 0)
+        #expect(received.bytes.isEmpty)
+    }
+
+    @Test("finding 1: a socket in the user's own directory served by another user gets nothing: the peer's uid is checked",
+          .enabled(if: canRun))
+    func foreignPeer() throws {
+        let directory = "/tmp/keychain-65534"
+        try? FileManager.default.removeItem(atPath: directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        #expect(chown(directory, 65534, 65534) == 0)
+        // Root can listen inside it; another ordinary user could not, but a peer check does not rely on that.
+        let listener = try Listener(path: directory + "/keychaind.sock")
+        let result = try runAsNobody(["unlock-keychain", "-p", "HUNTER2-CANARY", "login"], backend: "daemon")
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("another user (uid 0)"), "\(result.stderr)")
+        let received = listener.drain()
+        #expect(received.connections == 1)
+        #expect(received.bytes.isEmpty)
+    }
+}
