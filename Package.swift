@@ -205,7 +205,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainTestSupport", "KeychainDBus"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainTestSupport", "KeychainDBus", "KeychainWire"],
             swiftSettings: strictSettings
         ),
         .testTarget(

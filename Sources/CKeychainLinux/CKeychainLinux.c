@@ -112,3 +112,51 @@ ssize_t ckeychain_send_with_fds(int socket, const void *buffer, size_t length, c
     return send(socket, buffer, length, 0);
 }
 #endif
+
+#if defined(__linux__)
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+int ckeychain_pass_credentials(int socket) {
+    int on = 1;
+    return setsockopt(socket, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+}
+
+ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid) {
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    struct iovec io = {.iov_base = buffer, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof(control.bytes);
+    *pid = 0;
+    *uid = (uid_t)-1;
+    ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    if (n <= 0) return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c != NULL; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cred;
+            memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            *pid = cred.pid;
+            *uid = cred.uid;
+        }
+    }
+    return n;
+}
+
+int ckeychain_queued_bytes(int socket) {
+    int queued = 0;
+    if (ioctl(socket, FIONREAD, &queued) != 0) return -1;
+    return queued;
+}
+#else
+int ckeychain_pass_credentials(int socket) { (void)socket; errno = ENOSYS; return -1; }
+ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid) {
+    (void)socket; (void)buffer; (void)length; *pid = 0; *uid = (uid_t)-1; errno = ENOSYS; return -1;
+}
+int ckeychain_queued_bytes(int socket) { (void)socket; errno = ENOSYS; return -1; }
+#endif

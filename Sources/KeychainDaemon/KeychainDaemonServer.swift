@@ -1,3 +1,4 @@
+import CKeychainLinux
 import Foundation
 import KeychainClient
 import KeychainCore
@@ -50,6 +51,7 @@ public final class KeychainDaemonServer: Sendable {
             count >= 1
         {
             _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+            _ = ckeychain_pass_credentials(3)  // inherited by every accepted connection (see ClientStream)
             listening = Mutex(3)
             return
         }
@@ -71,6 +73,8 @@ public final class KeychainDaemonServer: Sendable {
             }
         }
         umask(previous)
+        // The sender's credentials on everything received, from the first byte of every accepted connection on.
+        _ = ckeychain_pass_credentials(fd)
         guard bound == 0, listen(fd, 64) == 0 else { throw .failed("cannot listen on \(socket.path) (errno \(errno))") }
         listening = Mutex(fd)
     }
@@ -311,8 +315,11 @@ public final class KeychainDaemonServer: Sendable {
             // /proc/PID/exe is unreadable for a process that made itself non-dumpable before connecting.
             return refuse(fd, "cannot identify the caller's program (connect before PR_SET_DUMPABLE 0)")
         }
+        // Everything is read with the sender's pid checked against the caller's, counting from here: what was
+        // queued before the caller was identified can only be its greeting and session (requests wait for them).
+        var stream = ClientStream(fd: fd, peer: peer.pid)
         do {
-            guard let hello = try Framing.receive(on: fd, limit: 64) else { return }
+            guard let hello = try stream.receive(limit: 64) else { return }
             try Framing.checkHello(hello)
         } catch {
             return refuse(fd, error.message)
@@ -325,40 +332,57 @@ public final class KeychainDaemonServer: Sendable {
         var contexts = ConnectionContexts(prompter: nil)
         while true {
             var frame: [UInt8]
+            let start = stream.consumed
             do {
-                guard let received = try Framing.receive(on: fd, limit: WireLimits.maximumRequest) else { return }
+                guard let received = try stream.receive(limit: WireLimits.maximumRequest) else { return }
                 frame = received
             } catch {
-                return  // an oversized or torn frame ends this connection only
+                return  // an oversized or torn frame, or one another process sent, ends this connection only
             }
             let response: Response
             do {
                 let request = try Request.decode(frame)
-                if case .session(let session) = request {
-                    let asker = Asker(prompter: Self.prompter(for: session))
-                    // Groups bound to other programs are left out until the user says yes, asked where the client
-                    // said it can be asked.
-                    let caller = registry.admit(claimed) { group, members in
-                        guard let program = claimed.application?.path else { return .unavailable }
-                        let others = members.map(\.path).joined(separator: ", ")
-                        return asker.confirm(
-                            "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
-                    }
-                    if let connectionService { retire(connectionService) }
-                    connectionService = register(EmbeddedKeychainService(
-                        locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
-                    contexts = ConnectionContexts(prompter: asker.prompter)
+                // A request sent before the caller was identified could have come from a program that then executed
+                // another (trusted) one, which the identification saw instead: none is answered.
+                if stream.sentBeforeIdentification(start), !request.isSession {
+                    return refuse(fd, "a request was sent before the caller was identified")
                 }
-                // A client that never opened a session: nobody to ask about groups bound to other programs.
-                let service = connectionService ?? register(EmbeddedKeychainService(
-                    locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
-                    asker: Asker(prompter: nil), baseConfiguration: fileConfiguration))
-                connectionService = service
-                if case .subscribe = request { return streamEvents(to: fd) }
-                response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
-                if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
-                                                                                           pid: peer.pid) {
-                    publish(event)
+                // Still the process that was identified (not a reused pid; no other program executed since).
+                guard peer.isStillSameProgram() else {
+                    return refuse(fd, "the calling process is no longer the program it was identified as")
+                }
+                // A traced process's memory is its tracer's: nothing is given to it (PR_SET_DUMPABLE 0 of its own
+                // can be undone by a tracer attached from its start).
+                if let tracer = peer.tracer(), tracer != 0 {
+                    response = .failure(KeychainError(
+                        .authFailed, "the calling process is being traced (by pid \(tracer)): keychaind answers it nothing"))
+                } else {
+                    if case .session(let session) = request {
+                        let asker = Asker(prompter: Self.prompter(for: session))
+                        // Groups bound to other programs are left out until the user says yes, asked where the client
+                        // said it can be asked.
+                        let caller = registry.admit(claimed) { group, members in
+                            guard let program = claimed.application?.path else { return .unavailable }
+                            let others = members.map(\.path).joined(separator: ", ")
+                            return asker.confirm(
+                                "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
+                        }
+                        if let connectionService { retire(connectionService) }
+                        connectionService = register(EmbeddedKeychainService(
+                            locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
+                        contexts = ConnectionContexts(prompter: asker.prompter)
+                    }
+                    // A client that never opened a session: nobody to ask about groups bound to other programs.
+                    let service = connectionService ?? register(EmbeddedKeychainService(
+                        locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
+                        asker: Asker(prompter: nil), baseConfiguration: fileConfiguration))
+                    connectionService = service
+                    if case .subscribe = request { return streamEvents(to: fd) }
+                    response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                    if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
+                                                                                               pid: peer.pid) {
+                        publish(event)
+                    }
                 }
             } catch {
                 response = .failure(KeychainError(.param, error.message))

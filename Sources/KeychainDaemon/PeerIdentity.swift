@@ -16,12 +16,15 @@ public struct PeerIdentity: Sendable, Hashable {
     /// SHA-256 of that executable (read through `/proc/PID/exe`, so the file the process runs, even if the path
     /// was replaced since); nil when it cannot be read.
     public var executableDigest: Data?
+    /// When the process started (field 22 of /proc/PID/stat): with the pid, it names one process for good.
+    public var startTime: UInt64?
 
-    public init(pid: pid_t, uid: uid_t, executable: String?, executableDigest: Data? = nil) {
+    public init(pid: pid_t, uid: uid_t, executable: String?, executableDigest: Data? = nil, startTime: UInt64? = nil) {
         self.pid = pid
         self.uid = uid
         self.executable = executable
         self.executableDigest = executableDigest
+        self.startTime = startTime
     }
 
     /// The peer of a connected socket: SO_PEERCRED, then `/proc/PID/exe`, read twice around the credentials
@@ -34,7 +37,7 @@ public struct PeerIdentity: Sendable, Hashable {
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
         guard first == second, start != nil, start == startTime(of: pid) else { return nil }
-        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest)
+        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
     }
 
     /// A process the message bus vouched for (GetConnectionUnixProcessID / UnixUser), read as `of(socket:)` reads a
@@ -47,7 +50,31 @@ public struct PeerIdentity: Sendable, Hashable {
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
         guard first == second, start != nil, start == startTime(of: pid) else { return nil }
-        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest)
+        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
+    }
+
+    /// Whether the process is still the one that was identified: the same start time (not a reused pid) and, where
+    /// its executable can be read, the same one (it has not executed another program since). A process that made
+    /// itself non-dumpable hides its executable; executing another program would make it readable again.
+    public func isStillSameProgram() -> Bool {
+        guard let start = Self.startTime(of: pid), start == startTime else { return false }
+        guard let now = Self.executable(of: pid) else { return Self.isHidden(pid) }
+        return now == executable
+    }
+
+    /// The pid of the process tracing this one (TracerPid in /proc/PID/status), 0 when none; nil when unreadable.
+    public func tracer() -> pid_t? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("TracerPid:") {
+            return pid_t(line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces))
+        }
+        return nil
+    }
+
+    /// True when the process's /proc files are closed to us (it made itself non-dumpable), rather than gone.
+    static func isHidden(_ pid: pid_t) -> Bool {
+        var info = stat()
+        return stat("/proc/\(pid)/exe", &info) != 0 && errno == EACCES
     }
 
     /// The program, apart from the process running it: what two processes of the same binary share.

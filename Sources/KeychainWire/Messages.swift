@@ -305,3 +305,11 @@ public enum Response: Sendable {
         return response
     }
 }
+
+extension Request {
+    /// The client's session (where its user can be asked): the one frame a client sends along with its greeting.
+    public var isSession: Bool {
+        if case .session = self { return true }
+        return false
+    }
+}

@@ -33,4 +33,17 @@ ssize_t ckeychain_recv_with_fds(int socket, void *buffer, size_t length, int *fd
 /// SIGPIPE. Returns the bytes sent or -1 with errno set.
 ssize_t ckeychain_send_with_fds(int socket, const void *buffer, size_t length, const int *fds, int fd_count);
 
+/// Asks the kernel to attach the sender's credentials to everything received on `socket` (SO_PASSCRED).
+/// Returns 0, or -1 with errno set.
+int ckeychain_pass_credentials(int socket);
+
+/// recv(2) that also reports which process sent the bytes (SCM_CREDENTIALS, attached by the kernel once
+/// SO_PASSCRED is on; a sender cannot name another process without privilege). The kernel never returns bytes of
+/// two senders in one call. `*pid` is 0 when no credentials came. Returns the bytes read (0 at end of stream) or -1
+/// with errno set.
+ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid);
+
+/// How many bytes are queued to be read on `socket` (FIONREAD), or -1 with errno set.
+int ckeychain_queued_bytes(int socket);
+
 #endif
