@@ -413,4 +413,51 @@ struct SecretServiceTests {
         let second = try desktop.startDaemon(runtime: otherRuntime.path)
         #expect(second.hasPrefix("failed: Secret Service: another program owns org.freedesktop.secrets"))
     }
+
+    /// A Python client that stores an item (so its program is trusted by it) and reads it, then forks a child that
+    /// keeps the bus connection while the process executes another program: the child's read must fail.
+    static let execAfterIdentification = """
+        import os, sys, time, secretstorage
+        connection = secretstorage.dbus_init()
+        collection = secretstorage.get_default_collection(connection)
+        item = collection.create_item("Exec canary", {"exec": "canary"}, b"DBUS-EXEC-CANARY", replace=True)
+        assert item.get_secret() == b"DBUS-EXEC-CANARY"
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.close(r)
+            time.sleep(0.3)
+            try:
+                print("WON" if item.get_secret() == b"DBUS-EXEC-CANARY" else "LOST")
+            except Exception as error:
+                print("LOST", type(error).__name__)
+            sys.stdout.flush()
+            os.close(w)
+            os._exit(0)
+        os.close(w)
+        os.dup2(r, 0)
+        os.execv("/bin/cat", ["cat"])
+        """
+
+    @Test("finding 3, what holds: a bus connection whose process executed another program since it was identified gets nothing",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func execAfterIdentification() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let script = desktop.home.tool.home.appendingPathComponent("exec-after.py")
+        try Self.execAfterIdentification.write(to: script, atomically: true, encoding: .utf8)
+        var won = 0
+        for _ in 0..<10 {
+            let result = try desktop.run("/usr/bin/env", "python3", script.path)
+            #expect(result.stdout.contains("LOST") || result.stdout.contains("WON"), "\(result.stdout) \(result.stderr)")
+            if result.stdout.contains("WON") { won += 1 }
+        }
+        #expect(won == 0, "won \(won) of 10")
+        // A new process of the same program is still trusted by its item.
+        let reread = try desktop.run("/usr/bin/env", "python3", "-c", """
+            import secretstorage
+            c = secretstorage.get_default_collection(secretstorage.dbus_init())
+            print([i.get_secret().decode() for i in c.search_items({"exec": "canary"})])
+            """)
+        #expect(reread.stdout == "['DBUS-EXEC-CANARY']\n", "\(reread.stderr)")
+    }
 }

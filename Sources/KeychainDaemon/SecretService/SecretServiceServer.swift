@@ -56,6 +56,8 @@ public final class SecretServiceServer: Sendable {
         var unlocking: Set<String> = []
         /// Each caller's process id (for the events its changes cause).
         var pids: [String: Int32] = [:]
+        /// Each caller's process as identified, checked again at each of its calls.
+        var peers: [String: PeerIdentity] = [:]
         /// The collections last announced (CollectionCreated / CollectionDeleted are the difference).
         var knownCollections: Set<String> = []
         /// Callers whose identification is under way.
@@ -135,6 +137,7 @@ public final class SecretServiceServer: Sendable {
             state.sessions = state.sessions.filter { $0.value.owner != name }
             state.allowed.removeValue(forKey: name)
             state.pids.removeValue(forKey: name)
+            state.peers.removeValue(forKey: name)
         }
         forgetPrompts(of: name)
     }
@@ -218,6 +221,7 @@ public final class SecretServiceServer: Sendable {
         let needsIdentity = !(path == Self.servicePath
             && (message.interface == Self.propertiesInterface || member == "OpenSession" || member == "ReadAlias"))
         let service = needsIdentity ? try identification.service() : observer
+        if needsIdentity { try checkStillSame(sender) }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
         if message.interface == Self.propertiesInterface {
             return try objects.properties(member, path: path, arguments: message.body)
@@ -292,22 +296,46 @@ public final class SecretServiceServer: Sendable {
         guard let (pid, uid) = try credentials(of: sender), uid == geteuid(), let peer = PeerIdentity.of(pid: pid_t(pid), uid: uid)
         else { throw Failure.unidentified }
         let program = peer.program
-        state.withLock { state in
-            if state.pids.count > 256 { state.pids.removeAll() }
-            state.pids[sender] = Int32(pid)
-        }
+        let service: EmbeddedKeychainService
         if let known = state.withLock({ $0.programs[program] }) {
-            state.withLock { $0.services[sender] = known }
-            return known
+            service = known
+        } else {
+            guard let made = serviceForPeer(peer) else { throw Failure.unidentified }
+            service = made
         }
-        guard let made = serviceForPeer(peer) else { throw Failure.unidentified }
         state.withLock { state in
-            if state.services.count > 256 { state.services.removeAll() }
+            if state.services.count > 256 {
+                // A caller's service, pid and identity go together: one without the other would skip the checks.
+                state.services.removeAll()
+                state.peers.removeAll()
+                state.pids.removeAll()
+            }
             if state.programs.count > 64 { state.programs.removeAll() }
-            state.services[sender] = made
-            state.programs[program] = made
+            state.services[sender] = service
+            state.peers[sender] = peer
+            state.pids[sender] = Int32(pid)
+            if state.programs[program] == nil { state.programs[program] = service }
         }
-        return made
+        return service
+    }
+
+    /// Refuses a caller whose process is no longer the program it was identified as (it executed another one, or
+    /// its pid was reused), and a traced one (its memory is its tracer's). Such a name is forgotten: it is
+    /// identified afresh if it calls again, from what its process is then.
+    private func checkStillSame(_ sender: String) throws {
+        guard let peer = state.withLock({ $0.peers[sender] }) else { return }
+        guard peer.isStillSameProgram() else {
+            state.withLock { state in
+                state.services.removeValue(forKey: sender)
+                state.peers.removeValue(forKey: sender)
+            }
+            throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied",
+                          message: "the calling process is no longer the program it was identified as")
+        }
+        if let tracer = peer.tracer(), tracer != 0 {
+            throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied",
+                          message: "the calling process is being traced (by pid \(tracer))")
+        }
     }
 
     /// The process id and user id the bus vouches for: GetConnectionCredentials (one round trip), else the two older
