@@ -358,7 +358,11 @@ public final class KeychainDaemonServer: Sendable {
                         .authFailed, "the calling process is being traced (by pid \(tracer)): keychaind answers it nothing"))
                 } else {
                     if case .session(let session) = request {
-                        let asker = Asker(prompter: Self.prompter(for: session))
+                        // Passwords on the client's own terminal or display; decisions only where the client cannot
+                        // answer them itself (finding: a program that names its own pseudo-terminal said yes to
+                        // itself).
+                        let asker = Asker(prompter: Self.prompter(for: session),
+                                          confirmer: Self.confirmer(for: peer, session: session))
                         // Groups bound to other programs are left out until the user says yes, asked where the client
                         // said it can be asked.
                         let caller = registry.admit(claimed) { group, members in
@@ -370,7 +374,7 @@ public final class KeychainDaemonServer: Sendable {
                         if let connectionService { retire(connectionService) }
                         connectionService = register(EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
-                        contexts = ConnectionContexts(prompter: asker.prompter)
+                        contexts = ConnectionContexts(prompter: nil)  // the asker's surfaces decide, not a context's
                     }
                     // A client that never opened a session: nobody to ask about groups bound to other programs.
                     let service = connectionService ?? register(EmbeddedKeychainService(
@@ -420,6 +424,22 @@ public final class KeychainDaemonServer: Sendable {
         if let term = session.term { environment["TERM"] = term }
         return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry",
                                 arguments: session.terminal.map { ["--ttyname", $0] } ?? [], environment: environment)
+    }
+
+    /// Where keychaind asks for a decision about a client: never a place the client names (it could be a
+    /// pseudo-terminal or a display it controls). The session's display as keychaind itself knows it (its own
+    /// DISPLAY / WAYLAND_DISPLAY), else the client's controlling terminal when it is a login terminal of this user
+    /// (``LoginTerminal``); nil: nobody can be asked, and the call answers errSecInteractionNotAllowed.
+    static func confirmer(for peer: PeerIdentity, session: ClientSession) -> (any Prompter)? {
+        let own = ProcessInfo.processInfo.environment
+        let program = own["PINENTRY_PROGRAM"] ?? "pinentry"
+        if own["DISPLAY"] != nil || own["WAYLAND_DISPLAY"] != nil {
+            return PinentryPrompter(program: program, environment: own)
+        }
+        guard let terminal = LoginTerminal.of(pid: peer.pid, user: peer.uid) else { return nil }
+        var environment = own
+        if let term = session.term { environment["TERM"] = term }
+        return PinentryPrompter(program: program, arguments: ["--ttyname", terminal], environment: environment)
     }
 
     private func refuse(_ fd: Int32, _ reason: String) {

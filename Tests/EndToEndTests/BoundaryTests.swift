@@ -199,6 +199,43 @@ struct BoundaryTests {
         #expect(output.termination == .exited(51), "\(String(decoding: output.stderr, as: UTF8.self))")
     }
 
+    @Test("finding 5: a program that names a pseudo-terminal of its own gets no question there, so cannot say yes to itself",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux")))
+    func ownTerminalGetsNoQuestion() throws {
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        let pinentry = try DaemonTests.ScriptedPinentry(in: home.tool.home)
+        try pinentry.answer("always", "always", "always")  // what the program would answer on its own terminal
+        var environment = home.environment
+        environment["PINENTRY_PROGRAM"] = pinentry.program.path
+        environment.removeValue(forKey: "DISPLAY")
+        environment.removeValue(forKey: "WAYLAND_DISPLAY")
+        // A pseudo-terminal whose other end the attacking program holds (here a tmux pane it started).
+        let session = "kc-pty-\(UUID().uuidString.prefix(8))"
+        _ = try ChildProcess.run("/usr/bin/tmux", arguments: ["new-session", "-d", "-s", session, "sleep 120"])
+        defer { _ = try? ChildProcess.run("/usr/bin/tmux", arguments: ["kill-session", "-t", session]) }
+        let pane = try ChildProcess.run("/usr/bin/tmux", arguments: ["display", "-p", "-t", session, "#{pane_tty}"])
+        let terminal = String(decoding: pane.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(terminal.hasPrefix("/dev/pts/"))
+        func run(_ program: String, _ arguments: [String], stdin: String = "", tty: String? = nil) throws -> Tool.Result {
+            var env = environment
+            if let tty { env["GPG_TTY"] = tty }
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: env, input: Data(stdin.utf8))
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+        #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "PTY-CANARY").status == 0)
+        let find = try run("security", ["find-generic-password", "-a", "acct", "-s", "svc", "-w"], tty: terminal)
+        #expect(find.status == 36)
+        #expect(!find.stdout.contains("PTY-CANARY"))
+        let delete = try run("security", ["delete-generic-password", "-a", "acct", "-s", "svc"], tty: terminal)
+        #expect(delete.status == 36)
+        #expect(pinentry.confirmations == 0)
+        #expect(try run("keychain-example", ["get", "svc", "acct"]).stdout == "PTY-CANARY\n")
+    }
+
     /// Tries per attack: CI runs each variant this often (the bar is 0 wins in 200 over both paths).
     static let attempts = 100
 }

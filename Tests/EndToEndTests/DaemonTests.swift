@@ -569,21 +569,24 @@ struct DaemonTests {
         #expect(try run("security", find).status == 51)
         #expect(pinentry.confirmations == 1)
         #expect(pinentry.descriptions.contains("/security wants to use the secret of"))
-        // No way to ask (no display, no terminal): errSecInteractionNotAllowed, exit 36, and nobody is asked.
-        #expect(try run("security", find, display: false).status == 36)
-        #expect(pinentry.confirmations == 1)
+        // A client with no display and no terminal of its own is asked all the same: decisions go to the session's
+        // display as keychaind knows it, never to one a client names.
+        try pinentry.answer("deny")
+        #expect(try run("security", find, display: false).status == 51)
+        #expect(pinentry.confirmations == 2)
         // Allow: this read only.
         try pinentry.answer("allow")
         #expect(try run("security", find).stdout == "example's\n")
         #expect(try run("security", find).status == 51)
-        #expect(pinentry.confirmations == 3)
-        // Always Allow: stored in the item, so neither the next read nor one after a daemon restart asks.
+        #expect(pinentry.confirmations == 4)
+        // Always Allow: stored in the item, so neither the next read nor one after a daemon restart asks (the
+        // restarted keychaind has no display: nobody could be asked).
         try pinentry.answer("always")
         #expect(try run("security", find).stdout == "example's\n")
         #expect(try run("security", find, display: false).stdout == "example's\n")
         home.stopDaemon()
         #expect(try run("security", find, display: false).stdout == "example's\n")
-        #expect(pinentry.confirmations == 4)
+        #expect(pinentry.confirmations == 5)
         // -T "": nobody is trusted, not even the program that added it; -A: everybody is.
         #expect(try run("security", ["add-generic-password", "-a", "none", "-s", "svc", "-T", "", "-w", "x"]).status == 0)
         #expect(try run("security", ["find-generic-password", "-a", "none", "-s", "svc", "-w"], display: false).status == 36)
@@ -597,7 +600,7 @@ struct DaemonTests {
         let refused = try run("git-credential-keychain", ["get"], stdin: "protocol=https\nhost=mine.example\n\n",
                               display: false)
         #expect(!refused.stdout.contains("password=closed"))
-        #expect(pinentry.confirmations == 4)
+        #expect(pinentry.confirmations == 5)
     }
 
     @Test("writes ask like reads: another program's delete needs a yes (no way to ask 36, Deny 51), and refused changes nothing")
@@ -617,12 +620,15 @@ struct DaemonTests {
             return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
                                stderr: String(decoding: output.stderr, as: UTF8.self))
         }
-        #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "original").status == 0)
+        // A keychaind started where there is no display: nobody to ask, errSecInteractionNotAllowed, and the item is
+        // as it was.
+        #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "original", display: false).status == 0)
         let delete = ["delete-generic-password", "-a", "acct", "-s", "svc"]
-        // Nobody to ask: errSecInteractionNotAllowed, and the item is as it was.
         #expect(try run("security", delete, display: false).status == 36)
+        #expect(try run("security", delete).status == 36)
         #expect(try run("keychain-example", ["get", "svc", "acct"]).stdout == "original\n")
         #expect(pinentry.confirmations == 0)
+        home.stopDaemon()  // the next one starts on the session's display
         // Deny: errSecAuthFailed, and still nothing changed; the question says what the program wants to do.
         try pinentry.answer("deny")
         #expect(try run("security", delete).status == 51)

@@ -25,11 +25,22 @@ public protocol AskerGate: PasswordGate {
 /// through which prompter. Every door uses it (the embedded service, keychaind's connections, the Secret Service,
 /// LocalAuthentication); storage only reports what it needs (``PendingAccess``) and takes the grants.
 public struct Asker: Sendable {
-    /// Who asks; nil: nobody can be asked, and every requirement is errSecInteractionNotAllowed.
+    /// Who asks for passwords; nil: nobody can be asked, and every requirement is errSecInteractionNotAllowed.
     public let prompter: (any Prompter)?
+    /// Who asks for a decision (Deny / Allow / Always Allow, a group claim). keychaind gives it only a surface the
+    /// asking program cannot answer itself (the session's display, a login terminal): a yes is worth something to
+    /// the program that asks, a password it does not know is not.
+    public let confirmer: (any Prompter)?
 
+    /// An asker whose decisions go where its passwords go (a program asking on its own behalf, in-process).
     public init(prompter: (any Prompter)?) {
         self.prompter = prompter
+        self.confirmer = prompter
+    }
+
+    public init(prompter: (any Prompter)?, confirmer: (any Prompter)?) {
+        self.prompter = prompter
+        self.confirmer = confirmer
     }
 
     /// Tries per question: a keychain password to unlock, the owner's password, an application password.
@@ -90,18 +101,25 @@ public struct Asker: Sendable {
 
     private func obtain(_ pending: PendingAccess, for call: Call, gate: some AskerGate, grants: inout AccessGrants,
                         applicationPasswordTries: inout Int, original: KeychainError) throws(KeychainError) {
-        guard call.interaction == .allow, let prompter = call.context?.prompter ?? prompter else {
-            throw original.status == .interactionNotAllowed ? original : .interactionNotAllowed(original.message)
-        }
+        let nobody: KeychainError = original.status == .interactionNotAllowed ? original : .interactionNotAllowed(original.message)
+        guard call.interaction == .allow else { throw nobody }
+        // Passwords: the call's own context prompter (an LAContext made with one, in-process), else this asker's.
+        let passwords = call.context?.prompter ?? prompter
         switch pending.requirement {
         case .keychainPassword:
+            guard let prompter = passwords else { throw nobody }
             try unlock(gate, prompter: prompter, description: call.operationPrompt ?? unlockQuestion(call.program, gate))
         case .ownerAuthentication(let alternatives):
-            try authenticateOwner(alternatives, call: call, gate: gate, prompter: prompter)
+            // Biometry needs no prompter; the password does.
+            try authenticateOwner(alternatives, call: call, gate: gate, prompter: passwords)
             grants.ownerAuthenticated = true
         case .consent(let application, let changed):
             guard let item = pending.item else { throw original }
-            switch prompter.requestConfirmation(ConfirmationRequest(
+            // The call's own context prompter (an LAContext made with one, in-process) or this asker's confirmer.
+            guard let confirmer = call.context?.prompter ?? confirmer else {
+                throw .interactionNotAllowed("nobody can be asked whether \(application.path) may use the item")
+            }
+            switch confirmer.requestConfirmation(ConfirmationRequest(
                 description: Self.consentQuestion(program: application.path, item: pending.itemName,
                                                   operation: pending.operation, changed: changed))) {
             case .allow:
@@ -122,6 +140,7 @@ public struct Asker: Sendable {
                 description: call.operationPrompt ?? (isNew ? "Choose the item's application password."
                                                             : "An application wants to use an item protected by its own password."),
                 prompt: "Application password:", error: pending.retry ? "Wrong password, try again." : nil)
+            guard let prompter = passwords else { throw nobody }
             switch prompter.requestPassword(request) {
             case .entered(let password):
                 grants.applicationPassword = password
@@ -155,7 +174,7 @@ public struct Asker: Sendable {
 
     /// The owner proves presence by one of `alternatives` (each step in turn: the sensor, the keychain password).
     public func authenticateOwner(_ alternatives: [[AuthenticationStep]], call: Call, gate: some AskerGate,
-                                  prompter: any Prompter) throws(KeychainError) {
+                                  prompter: (any Prompter)?) throws(KeychainError) {
         let reason = call.operationPrompt ?? "Authenticate to use a protected item."
         var passed: Set<AuthenticationStep> = []
         for steps in alternatives {
@@ -169,6 +188,7 @@ public struct Asker: Sendable {
                     case .failure: met = false
                     }
                 case .password:
+                    guard let prompter else { throw .interactionNotAllowed("the item needs authentication and nobody can be asked") }
                     try askOwnerPassword(call: call, gate: gate, prompter: prompter,
                                          fallback: "An application wants to use a protected keychain item.")
                     passed.insert(.password)
@@ -206,7 +226,7 @@ public struct Asker: Sendable {
     /// Asks whether `program` may do what it asks (the Deny / Allow / Always Allow question), through this
     /// asker's prompter; no prompter: unavailable.
     public func confirm(_ description: String) -> ConfirmationResponse {
-        prompter?.requestConfirmation(ConfirmationRequest(description: description)) ?? .unavailable
+        confirmer?.requestConfirmation(ConfirmationRequest(description: description)) ?? .unavailable
     }
 
     /// A new password, typed twice (three tries to make them match); nil when cancelled or nobody answers.

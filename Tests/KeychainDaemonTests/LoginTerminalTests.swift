@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+import KeychainClient
+@testable import KeychainDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which terminal counts as a login terminal of the user (where keychaind may ask for a decision): the client's
+/// controlling terminal, as the kernel reports it, with a utmp login of that user on it made by a root process.
+@Suite("Login terminals (utmp)", .serialized)
+struct LoginTerminalTests {
+    /// A utmp file holding one USER_PROCESS entry.
+    func utmp(line: String, user: String, pid: pid_t) throws -> String {
+        var entry = utmpx()
+        entry.ut_type = Int16(USER_PROCESS)
+        entry.ut_pid = pid
+        withUnsafeMutableBytes(of: &entry.ut_line) { raw in for (i, b) in line.utf8.enumerated() { raw[i] = b } }
+        withUnsafeMutableBytes(of: &entry.ut_user) { raw in for (i, b) in user.utf8.enumerated() { raw[i] = b } }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("utmp-\(UUID().uuidString)").path
+        let bytes = withUnsafeBytes(of: &entry) { Data($0) }
+        try bytes.write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("a process's controlling terminal is decoded from the kernel's device number; none for a daemon-like process")
+    func controllingTerminal() throws {
+        let session = "kc-login-\(UUID().uuidString.prefix(8))"
+        _ = try ChildProcess.run("/usr/bin/tmux", arguments: ["new-session", "-d", "-s", session, "sleep 60"])
+        defer { _ = try? ChildProcess.run("/usr/bin/tmux", arguments: ["kill-session", "-t", session]) }
+        let info = try ChildProcess.run("/usr/bin/tmux", arguments: ["display", "-p", "-t", session, "#{pane_pid} #{pane_tty}"])
+        let fields = String(decoding: info.stdout, as: UTF8.self).split(separator: " ").map {
+            $0.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let pid = try #require(pid_t(fields[0]))
+        #expect(LoginTerminal.controllingTerminal(of: pid).map { "/dev/" + $0 } == fields[1])
+        // keychaind's tests run with no controlling terminal of their own in CI; a pid that does not exist has none.
+        #expect(LoginTerminal.controllingTerminal(of: 999_999_999) == nil)
+
+        let user = try #require(LoginTerminal.userName(geteuid()))
+        let line = String(fields[1].dropFirst("/dev/".count))
+        // A login of this user on that terminal, recorded by a process of root's (pid 1 here): it counts.
+        let recorded = try utmp(line: line, user: user, pid: 1)
+        defer { unlink(recorded) }
+        #expect(LoginTerminal.of(pid: pid, user: geteuid(), utmpPath: recorded) == fields[1])
+        // Another terminal's login, another user's, or none at all: it does not.
+        let elsewhere = try utmp(line: "pts/999", user: user, pid: 1)
+        defer { unlink(elsewhere) }
+        #expect(LoginTerminal.of(pid: pid, user: geteuid(), utmpPath: elsewhere) == nil)
+        let someoneElse = try utmp(line: line, user: "not-\(user)", pid: 1)
+        defer { unlink(someoneElse) }
+        #expect(LoginTerminal.of(pid: pid, user: geteuid(), utmpPath: someoneElse) == nil)
+        #expect(LoginTerminal.of(pid: pid, user: geteuid(), utmpPath: "/nonexistent/utmp") == nil)
+    }
+
+    @Test("a login recorded by a process of the user's own (utempter for a terminal it made) does not count",
+          .enabled(if: geteuid() == 0))
+    func userRecordedLogin() throws {
+        // As root every process is root's; the rule is shown with a process of another uid.
+        let child = try ChildProcess.spawn("/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                                                           "/bin/sleep", "5"])
+        defer { kill(child.pid, SIGKILL); _ = child.wait() }
+        usleep(200_000)
+        #expect(LoginTerminal.ownerOfProcess(child.pid) == 65534)
+        #expect(LoginTerminal.ownerOfProcess(1) == 0)
+    }
+}
