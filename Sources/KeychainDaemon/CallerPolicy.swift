@@ -27,11 +27,27 @@ public struct CallerPolicy: Sendable {
         // empty digest: it is still checked, by path alone, never let through unchecked.
         let application = TrustedApplication(path: executable, digest: peer.executableDigest ?? Data())
         if let group = Self.tools[name], url.deletingLastPathComponent().path == toolDirectory {
-            // Named by path alone (see TrustedApplication): an upgrade of the tools keeps their items' lists valid.
+            // Named by path alone (see TrustedApplication) only where nobody but root can replace them (an installed
+            // package: an upgrade keeps their items' lists valid). In a directory the user can write (a build
+            // directory, ~/.local/bin) any program of the user could put something else there: path and digest.
+            let byPath = Self.isInstalled(executable)
             return Caller(accessGroups: [group, Caller.wildcardGroup],
-                          application: TrustedApplication(path: executable, digest: Data()))
+                          application: byPath ? TrustedApplication(path: executable, digest: Data()) : application)
         }
         let identity = ApplicationIdentity.current(executable: url, environment: [:])
         return Caller(accessGroups: identity.accessGroups, application: application)
+    }
+
+    /// True when the file and every directory above it are root's and writable by nobody else: only root (an
+    /// installer, a package upgrade) can replace it.
+    static func isInstalled(_ path: String) -> Bool {
+        var current = path
+        while true {
+            var info = stat()
+            guard lstat(current, &info) == 0, info.st_uid == 0, info.st_mode & 0o022 == 0 else { return false }
+            if current == "/" { return true }
+            let parent = (current as NSString).deletingLastPathComponent
+            current = parent.isEmpty ? "/" : parent
+        }
     }
 }

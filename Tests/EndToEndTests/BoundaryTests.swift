@@ -236,6 +236,56 @@ struct BoundaryTests {
         #expect(try run("keychain-example", ["get", "svc", "acct"]).stdout == "PTY-CANARY\n")
     }
 
+    @Test("finding 8: the keychain's own tools in a directory the user can write are trusted by digest too: a replaced security is asked about",
+          .enabled(if: canRun))
+    func replacedToolInUserDirectory() throws {
+        let home = URL(fileURLWithPath: "/tmp/e2e-tools-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let bin = home.appendingPathComponent("bin"), runtime = home.appendingPathComponent("run")
+        for directory in [bin, runtime] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        }
+        // The user's own copy of the tools (as a build directory or ~/.local/bin holds them).
+        for name in ["security", "keychaind"] {
+            try FileManager.default.copyItem(at: Tool.binary.deletingLastPathComponent().appendingPathComponent(name),
+                                             to: bin.appendingPathComponent(name))
+        }
+        for path in [home, bin, runtime, bin.appendingPathComponent("security"), bin.appendingPathComponent("keychaind")] {
+            #expect(chown(path.path, 65534, 65534) == 0)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
+            environment[variable] = home.appendingPathComponent(folder).path
+        }
+        environment["KEYCHAIN_BACKEND"] = "daemon"
+        for name in ["DISPLAY", "WAYLAND_DISPLAY", "GPG_TTY"] { environment.removeValue(forKey: name) }
+        func security(_ arguments: [String]) throws -> (status: Int32, stdout: String) {
+            let output = try ChildProcess.run(
+                "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                                bin.appendingPathComponent("security").path] + arguments,
+                environment: environment)
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return (status, String(decoding: output.stdout, as: UTF8.self))
+        }
+        defer {
+            // keychaind of that user ends when its socket goes with the home.
+            _ = try? ChildProcess.run("/usr/bin/pkill", arguments: ["-KILL", "-f", bin.appendingPathComponent("keychaind").path])
+        }
+        #expect(try security(["add-generic-password", "-a", "a", "-s", "s", "-w", "TOOL-CANARY"]).status == 0)
+        #expect(try security(["find-generic-password", "-a", "a", "-s", "s", "-w"]).stdout == "TOOL-CANARY\n")
+        // Another program of the user replaces it (here: the same program with bytes appended, so it still runs).
+        let handle = try FileHandle(forWritingTo: bin.appendingPathComponent("security"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("replaced".utf8))
+        try handle.close()
+        let replaced = try security(["find-generic-password", "-a", "a", "-s", "s", "-w"])
+        #expect(replaced.status == 36)  // asked about, and nobody can be asked here
+        #expect(!replaced.stdout.contains("TOOL-CANARY"))
+    }
+
     /// Tries per attack: CI runs each variant this often (the bar is 0 wins in 200 over both paths).
     static let attempts = 100
 }

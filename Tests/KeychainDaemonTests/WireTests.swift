@@ -1,6 +1,6 @@
 import Foundation
 import KeychainCore
-import KeychainDaemon
+@testable import KeychainDaemon
 import KeychainTestSupport
 import KeychainWire
 import Testing
@@ -120,6 +120,16 @@ struct CallerPolicyTests {
         let impostor = policy.caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/tmp/security"))
         #expect(impostor?.hasWildcard == false)
         #expect(impostor?.accessGroups == ["security"])
+    }
+
+    @Test("installed means root's all the way up, writable by nobody else: /usr/bin is, a temporary directory is not")
+    func installedLocation() throws {
+        #expect(CallerPolicy.isInstalled("/usr/bin/env"))
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID().uuidString)")
+        try Data().write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        #expect(!CallerPolicy.isInstalled(file.path))  // /tmp is writable by everyone
+        #expect(!CallerPolicy.isInstalled("/nonexistent/security"))
     }
 
     @Test("another program's groups come from the files beside its executable, never from its environment")
