@@ -9,7 +9,8 @@ import KeychainCore
 /// let password = try keychain.string(for: "alice")   // nil when absent
 /// ```
 /// Values are generic-password items (service + account), stored in the user's default keychain unless another
-/// ``KeychainClient`` is given. Thread-safe.
+/// ``KeychainClient`` is given, as data-protection items (`kSecUseDataProtectionKeychain`): other programs do not
+/// see them unless they share the access group. Thread-safe.
 public struct Keychain: Sendable {
     public let service: String
     public let client: KeychainClient
@@ -47,8 +48,10 @@ public struct Keychain: Sendable {
     public func set(_ secret: SecretBytes, for account: String) throws(KeychainError) {
         var attributes: [String: QueryValue] = ["pdmn": .string(accessibility.rawValue)]
         if let label { attributes["labl"] = .string(label) }
+        // A data-protection item (Apple's advice for new code on macOS too): seen only by programs entitled to
+        // this program's access group, not by every program as a file keychain's item would be.
         try client.upsert(
-            ["class": "genp", "svce": .string(service), "acct": .string(account)], secret: secret,
+            ["class": "genp", "svce": .string(service), "acct": .string(account), "nleg": true], secret: secret,
             attributes: attributes)
     }
 

@@ -286,6 +286,23 @@ struct BoundaryTests {
         #expect(!replaced.stdout.contains("TOOL-CANARY"))
     }
 
+    @Test("finding 11: -A and -T B let program B read through keychaind without a question; another program's item is asked about, not hidden")
+    func applicationListsReachOtherPrograms() throws {
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        let example = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example").path
+        #expect(try home.run("security", "add-generic-password", "-a", "any", "-s", "svc", "-A", "-w", "open").status == 0)
+        #expect(try home.run("security", "add-generic-password", "-a", "listed", "-s", "svc", "-T", example,
+                             "-w", "listed").status == 0)
+        #expect(try home.run("security", "add-generic-password", "-a", "mine", "-s", "svc", "-w", "closed").status == 0)
+        // keychain-example is in none of security's groups: the items' lists decide, as in a macOS file keychain.
+        #expect(try home.run("keychain-example", "get", "svc", "any").stdout == "open\n")
+        #expect(try home.run("keychain-example", "get", "svc", "listed").stdout == "listed\n")
+        let mine = try home.run("keychain-example", "get", "svc", "mine")
+        #expect(mine.stdout.isEmpty)
+        #expect(mine.stderr.contains("-25308"), "\(mine.stderr)")  // asked about (nobody to ask here), not "not found"
+    }
+
     /// Tries per attack: CI runs each variant this often (the bar is 0 wins in 200 over both paths).
     static let attempts = 100
 }

@@ -34,6 +34,8 @@ struct LoginTerminalTests {
             $0.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         let pid = try #require(pid_t(fields[0]))
+        // The pane's process takes its controlling terminal a moment after tmux reports it.
+        for _ in 0..<200 where LoginTerminal.controllingTerminal(of: pid) == nil { usleep(10_000) }
         #expect(LoginTerminal.controllingTerminal(of: pid).map { "/dev/" + $0 } == fields[1])
         // keychaind's tests run with no controlling terminal of their own in CI; a pid that does not exist has none.
         #expect(LoginTerminal.controllingTerminal(of: 999_999_999) == nil)

@@ -150,6 +150,32 @@ struct TrustedApplicationTests {
         #expect(status { _ = try t.file.updateAsking(query, with: label, caller: caller(third)) } == -25308)
     }
 
+    @Test("where the program is known, an item lives by its list (seen by every program); data protection, sync and an explicit group keep groups")
+    func accessModels() throws {
+        let t = try TestFile(password: nil)
+        func add(_ account: String, _ extra: [String: QueryValue]) throws -> Item {
+            var dictionary: [String: QueryValue] = ["class": "genp", "acct": .string(account), "svce": "s",
+                                                    "v_Data": .data(Data("x".utf8))]
+            dictionary.merge(extra) { _, new in new }
+            return try t.file.add(QueryParser.parse(dictionary, for: .add), caller: caller(Self.creator)).item
+        }
+        #expect(try add("file", ["acls": true]).accessModel == .applications)
+        #expect(try add("default", [:]).accessModel == .applications)
+        #expect(try add("dp", ["nleg": true]).accessModel == .groups)
+        #expect(try add("group", ["agrp": "G1"]).accessModel == .groups)
+        #expect(try add("sync", ["sync": true]).accessModel == .groups)
+        // Embedded mode (the program not known): groups, as before.
+        let embedded = try t.file.add(QueryParser.parse(["class": "genp", "acct": "e", "v_Data": .data(Data())], for: .add),
+                                      caller: caller(nil)).item
+        #expect(embedded.accessModel == .groups)
+        // A program of another group sees the file keychain's items, not the others; the model survives a reopen.
+        try t.reopen()
+        let stranger = Caller(accessGroups: ["H"], application: Self.other)
+        let seen = try t.file.search(QueryParser.parse(["class": "genp", "r_Attributes": true, "m_Limit": "m_LimitAll"],
+                                                       for: .search), caller: stranger)
+        #expect(Set(seen.compactMap { $0.item.attributes["acct"]?.stringValue }) == ["file", "default"])
+    }
+
     @Test("a listing includes only the secrets the caller's program is trusted with")
     func listing() throws {
         let t = try TestFile(password: nil)

@@ -4,6 +4,14 @@ import FoundationEssentials
 import Foundation
 #endif
 
+/// macOS's two keychain models, as they meet here. A data-protection item (iOS's only kind) is seen only by callers
+/// entitled to its access group. A file keychain's item is seen by every program, and its trusted-application list
+/// alone decides who uses it without asking (macOS's ACL).
+public enum AccessModel: UInt8, Sendable, Hashable {
+    case groups = 0
+    case applications = 1
+}
+
 /// What a caller does with an item: the operations an access group, a trusted-application list or an access
 /// control governs.
 public enum ItemOperation: Sendable, Hashable, CaseIterable {
@@ -138,6 +146,24 @@ public enum AccessEvaluator {
         try checkReadable(group, caller: caller)
     }
 
+    /// Which model a new item lives by. A file keychain's (its trusted applications alone) when it is added where
+    /// the calling program is known (through keychaind) and the add asks for nothing of data protection; access
+    /// groups for `kSecUseDataProtectionKeychain`, synchronizable items, an explicit `kSecAttrAccessGroup`, and in
+    /// embedded mode (no list is kept there).
+    public static func accessModel(for query: ItemQuery, applicationAccess: ApplicationAccess?) -> AccessModel {
+        guard applicationAccess != nil, !query.dataProtectionKeychain, query.sync != .synchronizable,
+              query.accessGroup == nil
+        else { return .groups }
+        return .applications
+    }
+
+    /// Whether `item` exists at all for `caller` doing `operation`: a file keychain's item exists for every
+    /// program; a data-protection item only for callers entitled to its group (update and delete never touch
+    /// `com.apple.token`).
+    public static func isVisible(_ item: Item, to caller: Caller, for operation: Operation) -> Bool {
+        item.accessModel == .applications || isVisible(group: item.accessGroup, to: caller, for: operation)
+    }
+
     /// Whether an item of `group` exists at all for `caller` doing `operation`: items of other groups are not
     /// found; update and delete never touch `com.apple.token`.
     public static func isVisible(group: String, to caller: Caller, for operation: Operation) -> Bool {
@@ -179,7 +205,7 @@ public enum AccessEvaluator {
     public static func decide(_ operation: ItemOperation, on item: Item, by caller: Caller,
                               keychain: KeychainCapabilities, grants: AccessGrants,
                               circumstances: CallCircumstances) -> AccessDecision {
-        guard isVisible(group: item.accessGroup, to: caller, for: operation.queryOperation) else {
+        guard isVisible(item, to: caller, for: operation.queryOperation) else {
             return .deny(.itemNotFound())
         }
         if (operation == .readSecret || operation == .exportKey) && item.isNonExportablePrivateKey {

@@ -15,6 +15,9 @@ public struct Item: Sendable, Hashable {
     public var applicationAccess: ApplicationAccess?
     /// The stable identity behind the item's persistent reference.
     public var uuid: UUID
+    /// Which of macOS's two models gates the item: access groups (data protection) or its trusted applications
+    /// alone (a file keychain's item), decided when it is added (``AccessEvaluator/accessModel(for:applicationAccess:)``).
+    public var accessModel: AccessModel = .groups
 
     public init(itemClass: ItemClass, attributes: [String: AttributeValue], accessControl: AccessControl? = nil,
                 applicationAccess: ApplicationAccess? = nil, uuid: UUID = UUID()) {

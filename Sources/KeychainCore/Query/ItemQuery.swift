@@ -70,6 +70,8 @@ public struct ItemQuery: Sendable {
     public var applicationAccess: ApplicationAccessRequest?
     /// `kSecUseAuthenticationContext`.
     public var authenticationContext: AuthenticationContext?
+    /// `kSecUseDataProtectionKeychain` (`kSecAttrNoLegacy`): the item lives by access groups, as on iOS.
+    public var dataProtectionKeychain = false
     /// True when the dictionary named any `kSecMatch*` key (the rules for update and delete care).
     var hadMatchKeys = false
 

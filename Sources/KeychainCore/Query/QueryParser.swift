@@ -49,7 +49,10 @@ public enum QueryParser {
             let value = dictionary[key]!
             if value == .null && key != "musr" { throw .param("\(key) has a null value") }
             if key.utf8.count == 4 {
-                if key == "nleg" { continue }
+                if key == "nleg" {
+                    query.dataProtectionKeychain = value == .bool(true) || value == .int(1)
+                    continue
+                }
                 if key == "acls" {
                     query.applicationAccess = try applicationAccess(value, operation: operation)
                     continue

@@ -65,7 +65,7 @@ public enum ItemRules {
         case .any: break
         }
         if let group = query.accessGroup, item.accessGroup != group { return false }
-        if !AccessEvaluator.isVisible(group: item.accessGroup, to: caller, for: query.operation) { return false }
+        if !AccessEvaluator.isVisible(item, to: caller, for: query.operation) { return false }
         if let accessibility = query.accessibility, item.accessibility != accessibility { return false }
         let schema = Schema.attributes(of: item.itemClass)
         for (code, wanted) in query.attributes {
@@ -93,8 +93,12 @@ public enum ItemRules {
         if let group = update.accessGroup {
             try AccessEvaluator.checkWritable(group, caller: caller)
             result.attributes["agrp"] = .string(group)
+            result.accessModel = .groups  // moved into a group explicitly: it lives by it
         }
-        if let sync = update.synchronizable { result.attributes["sync"] = .number(sync ? 1 : 0) }
+        if let sync = update.synchronizable {
+            result.attributes["sync"] = .number(sync ? 1 : 0)
+            if sync { result.accessModel = .groups }
+        }
         if let ac = update.accessControl {
             try checkProtectable(ac)
             result.accessControl = ac

@@ -3,11 +3,12 @@ import KeychainCore
 
 /// The plaintext of an item's encrypted metadata: its attributes and access control, in a compact binary form.
 enum ItemCodec {
+    /// 5 adds the access model after the trusted applications (one byte; earlier items live by groups);
     /// 4 adds the trusted applications after the attributes (``ApplicationAccess``; items of earlier versions
     /// trust every program); 3 pads the encoding with zeros to a size bucket (``paddedSize(_:)``), so the
     /// ciphertext no longer tells the attributes' total length; 2 added the bound biometric enrolment after the
     /// access-control flags. 1 to 3 are still read (rows are re-encoded when next written).
-    static let version: UInt8 = 4
+    static let version: UInt8 = 5
 
     /// At least 256 bytes, then the next power of two: the length reveals only which bucket the item is in.
     static func paddedSize(_ length: Int) -> Int {
@@ -46,6 +47,7 @@ enum ItemCodec {
                 appendBytes(Array(application.digest), to: &out)
             }
         }
+        out.append(item.accessModel.rawValue)
         out.append(contentsOf: repeatElement(0, count: paddedSize(out.count) - out.count))
         return out
     }
@@ -95,6 +97,11 @@ enum ItemCodec {
             default: throw .decode("metadata")
             }
         }
+        var accessModel = AccessModel.groups
+        if v >= 5 {
+            guard let byte = reader.byte(), let model = AccessModel(rawValue: byte) else { throw .decode("metadata") }
+            accessModel = model
+        }
         // Version 3's padding: zeros only, up to exactly the bucket size.
         if v >= 3 {
             guard reader.bytes.count == paddedSize(reader.offset), reader.bytes[reader.offset...].allSatisfy({ $0 == 0 })
@@ -102,8 +109,10 @@ enum ItemCodec {
         } else {
             guard reader.atEnd else { throw .decode("metadata") }
         }
-        return Item(itemClass: itemClass, attributes: attributes, accessControl: accessControl,
-                    applicationAccess: applicationAccess, uuid: uuid)
+        var item = Item(itemClass: itemClass, attributes: attributes, accessControl: accessControl,
+                        applicationAccess: applicationAccess, uuid: uuid)
+        item.accessModel = accessModel
+        return item
     }
 
     private static func appendInt(_ n: Int64, to out: inout [UInt8]) {

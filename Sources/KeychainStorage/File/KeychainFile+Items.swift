@@ -18,8 +18,7 @@ extension KeychainFile {
         -> FoundItem
     {
         applyAutoLock()
-        var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
-        item.applicationAccess = try applicationAccess(for: query, caller: caller)
+        var item = try newItem(query, caller: caller, now: configuration.clock())
         try bindEnrolment(&item)
         if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
             // Apple remaps the underlying errSecDecode to errSecAuthFailed for akpu without a passcode.
@@ -50,8 +49,7 @@ extension KeychainFile {
         applyAutoLock()
         if let group = changes.accessGroup { try AccessEvaluator.checkWritable(group, caller: caller) }
         let now = configuration.clock()
-        var item = try ItemRules.newItem(from: query, caller: caller, now: now)
-        item.applicationAccess = try applicationAccess(for: query, caller: caller)
+        var item = try newItem(query, caller: caller, now: now)
         try bindEnrolment(&item)
         let newAccessibility = changes.accessControl?.protection ?? changes.accessibility ?? item.accessibility
         if newAccessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
@@ -130,8 +128,7 @@ extension KeychainFile {
         var sealed: [SealedItem] = []
         sealed.reserveCapacity(queries.count)
         for query in queries {
-            var item = try ItemRules.newItem(from: query, caller: caller, now: now)
-            item.applicationAccess = try applicationAccess(for: query, caller: caller)
+            let item = try newItem(query, caller: caller, now: now)
             if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
                 throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
             }
@@ -298,8 +295,7 @@ extension KeychainFile {
                            grants: AccessGrants = AccessGrants()) throws(KeychainError) -> Int {
         applyAutoLock()
         if let group = matching.accessGroup { try AccessEvaluator.checkReadable(group, caller: caller) }
-        var item = try ItemRules.newItem(from: query, caller: caller, now: configuration.clock())
-        item.applicationAccess = try applicationAccess(for: query, caller: caller)
+        var item = try newItem(query, caller: caller, now: configuration.clock())
         try bindEnrolment(&item)
         if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")

@@ -17,6 +17,15 @@ extension KeychainFile {
         case leaveOut
     }
 
+    /// A new item as an add describes it: Apple's rules (group, dates, defaults), the trusted applications it
+    /// asks for, and the access model they make (``AccessEvaluator/accessModel(for:applicationAccess:)``).
+    func newItem(_ query: ItemQuery, caller: Caller, now: Date) throws(KeychainError) -> Item {
+        var item = try ItemRules.newItem(from: query, caller: caller, now: now)
+        item.applicationAccess = try applicationAccess(for: query, caller: caller)
+        item.accessModel = AccessEvaluator.accessModel(for: query, applicationAccess: item.applicationAccess)
+        return item
+    }
+
     /// The list a new item gets: what the add asked for (`kSecAttrAccess`, `-T`, `-A`), else its creator alone.
     func applicationAccess(for query: ItemQuery, caller: Caller) throws(KeychainError) -> ApplicationAccess? {
         switch query.applicationAccess {
