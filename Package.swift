@@ -92,7 +92,8 @@ let package = Package(
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
         .target(
             name: "KeychainDaemon",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainDBus", "CKeychainLinux",
+            dependencies: ["KeychainClient", "KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainDBus",
+                           "CKeychainLinux",
                            .product(name: "Crypto", package: "swift-crypto"),
                            .product(name: "_CryptoExtras", package: "swift-crypto")],
             swiftSettings: strictSettings

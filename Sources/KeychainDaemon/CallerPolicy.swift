@@ -26,6 +26,14 @@ public struct CallerPolicy: Sendable {
         // The program for trusted-application lists. An executable the daemon cannot read (mode 0111) gets an
         // empty digest: it is still checked, by path alone, never let through unchecked.
         let application = TrustedApplication(path: executable, digest: peer.executableDigest ?? Data())
+        if !peer.foreignCode.isEmpty {
+            // Not the program its executable names: never one of the keychain's tools, never on a trusted list (it
+            // is shown, and remembered, with what was loaded into it).
+            let identity = ApplicationIdentity.current(executable: url, environment: [:])
+            let shown = "\(executable) (with \(peer.foreignCode.joined(separator: ", ")) loaded)"
+            return Caller(accessGroups: identity.accessGroups,
+                          application: TrustedApplication(path: shown, digest: peer.executableDigest ?? Data()))
+        }
         if let group = Self.tools[name], url.deletingLastPathComponent().path == toolDirectory {
             // Named by path alone (see TrustedApplication) only where nobody but root can replace them (an installed
             // package: an upgrade keeps their items' lists valid). In a directory the user can write (a build
@@ -38,16 +46,6 @@ public struct CallerPolicy: Sendable {
         return Caller(accessGroups: identity.accessGroups, application: application)
     }
 
-    /// True when the file and every directory above it are root's and writable by nobody else: only root (an
-    /// installer, a package upgrade) can replace it.
-    static func isInstalled(_ path: String) -> Bool {
-        var current = path
-        while true {
-            var info = stat()
-            guard lstat(current, &info) == 0, info.st_uid == 0, info.st_mode & 0o022 == 0 else { return false }
-            if current == "/" { return true }
-            let parent = (current as NSString).deletingLastPathComponent
-            current = parent.isEmpty ? "/" : parent
-        }
-    }
+    /// True when only root can replace the file (``ProtectedPath``).
+    static func isInstalled(_ path: String) -> Bool { ProtectedPath.isProtected(path) }
 }

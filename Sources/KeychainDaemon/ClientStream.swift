@@ -41,10 +41,21 @@ struct ClientStream {
         return try readExactly(length, allowEnd: false) ?? []
     }
 
+    /// Memory grows with the bytes that arrive, not with the length a header announces: a client that announces
+    /// megabytes and sends nothing costs one chunk.
+    static let chunk = 64 << 10
+
     private mutating func readExactly(_ count: Int, allowEnd: Bool) throws(WireError) -> [UInt8]? {
-        var out = [UInt8](repeating: 0, count: count)
+        var out = [UInt8](repeating: 0, count: min(count, Self.chunk))
         var offset = 0
         while offset < count {
+            if offset == out.count {
+                // Twice the size (at most the frame's), the old buffer wiped: a frame may carry a secret.
+                var bigger = [UInt8](repeating: 0, count: min(count, out.count * 2))
+                bigger.withUnsafeMutableBytes { target in out.withUnsafeBytes { target.copyMemory(from: $0) } }
+                out.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
+                out = bigger
+            }
             var sender: pid_t = 0
             var uid: uid_t = 0
             let n = out[offset...].withUnsafeMutableBytes {

@@ -139,7 +139,13 @@ public final class KeychainDaemonServer: Sendable {
             let client = Glibc.accept(fd, nil, nil)
             if client < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
-                stopped.signal()
+                // Out of descriptors or memory: a resource error, never a reason to stop serving. The connection
+                // stays queued; wait for some to close and try again.
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
+                    usleep(50_000)
+                    continue
+                }
+                stopped.signal()  // the listening socket was shut down (stop) or is gone
                 return
             }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
@@ -422,8 +428,25 @@ public final class KeychainDaemonServer: Sendable {
         if let display = session.display { environment["DISPLAY"] = display }
         if let wayland = session.waylandDisplay { environment["WAYLAND_DISPLAY"] = wayland }
         if let term = session.term { environment["TERM"] = term }
-        return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry",
+        return PinentryPrompter(program: pinentryProgram(environment),
                                 arguments: session.terminal.map { ["--ttyname", $0] } ?? [], environment: environment)
+    }
+
+    /// The pinentry keychaind runs: PINENTRY_PROGRAM when only root can change that file (a program of the user
+    /// that started keychaind with its own "pinentry" would see every password and answer every question), else
+    /// `pinentry` from the system's directories (never from a PATH the starter chose).
+    public static func pinentryProgram(_ environment: [String: String]) -> String {
+        if let chosen = environment["PINENTRY_PROGRAM"], chosen.hasPrefix("/"),
+           ProtectedPath.isProtected(URL(fileURLWithPath: chosen).resolvingSymlinksInPath().path)
+        {
+            return chosen
+        }
+        if let chosen = environment["PINENTRY_PROGRAM"] {
+            FileHandle.standardError.write(Data(
+                "keychaind: PINENTRY_PROGRAM \(chosen) is not used: only a program that root alone can change is\n".utf8))
+        }
+        return ["/usr/bin/pinentry", "/bin/pinentry"].first { FileManager.default.isExecutableFile(atPath: $0) }
+            ?? "/usr/bin/pinentry"
     }
 
     /// Where keychaind asks for a decision about a client: never a place the client names (it could be a
@@ -432,7 +455,7 @@ public final class KeychainDaemonServer: Sendable {
     /// (``LoginTerminal``); nil: nobody can be asked, and the call answers errSecInteractionNotAllowed.
     static func confirmer(for peer: PeerIdentity, session: ClientSession) -> (any Prompter)? {
         let own = ProcessInfo.processInfo.environment
-        let program = own["PINENTRY_PROGRAM"] ?? "pinentry"
+        let program = pinentryProgram(own)
         if own["DISPLAY"] != nil || own["WAYLAND_DISPLAY"] != nil {
             return PinentryPrompter(program: program, environment: own)
         }

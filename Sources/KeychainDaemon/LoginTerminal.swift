@@ -31,7 +31,7 @@ enum LoginTerminal {
 
     /// `pts/N` or `ttyN` from field 7 of /proc/PID/stat (the controlling terminal's device number).
     static func controllingTerminal(of pid: pid_t) -> String? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        guard let stat = PeerIdentity.readProcFile("/proc/\(pid)/stat"),
               let close = stat.lastIndex(of: ")")
         else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")

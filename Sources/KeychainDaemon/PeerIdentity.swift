@@ -1,6 +1,7 @@
 import CKeychainLinux
 import Foundation
 import KeychainCore
+import KeychainInterface
 import KeychainStorage
 
 #if canImport(Glibc)
@@ -18,6 +19,9 @@ public struct PeerIdentity: Sendable, Hashable {
     public var executableDigest: Data?
     /// When the process started (field 22 of /proc/PID/stat): with the pid, it names one process for good.
     public var startTime: UInt64?
+    /// Code mapped into the process from files a user could have written (a library given with LD_PRELOAD, a
+    /// plug-in from the home directory): such a process is not the program its executable names.
+    public var foreignCode: [String] = []
 
     public init(pid: pid_t, uid: uid_t, executable: String?, executableDigest: Data? = nil, startTime: UInt64? = nil) {
         self.pid = pid
@@ -37,7 +41,9 @@ public struct PeerIdentity: Sendable, Hashable {
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
         guard first == second, start != nil, start == startTime(of: pid) else { return nil }
-        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
+        var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
+        peer.foreignCode = foreignCode(of: pid, executable: first)
+        return peer
     }
 
     /// A process the message bus vouched for (GetConnectionUnixProcessID / UnixUser), read as `of(socket:)` reads a
@@ -50,7 +56,24 @@ public struct PeerIdentity: Sendable, Hashable {
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
         guard first == second, start != nil, start == startTime(of: pid) else { return nil }
-        return PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
+        var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
+        peer.foreignCode = foreignCode(of: pid, executable: first)
+        return peer
+    }
+
+    /// The files other than the executable whose code `pid` has mapped (executable mappings in /proc/PID/maps)
+    /// that root alone could not have put there. Unreadable maps (a hardened process): none known.
+    static func foreignCode(of pid: pid_t, executable: String?) -> [String] {
+        guard let maps = readProcFile("/proc/\(pid)/maps") else { return [] }
+        var files = Set<String>()
+        for line in maps.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count == 6, fields[1].contains("x") else { continue }
+            let path = fields[5].trimmingCharacters(in: .whitespaces)
+            guard path.hasPrefix("/"), path != executable else { continue }
+            files.insert(path)
+        }
+        return files.filter { !ProtectedPath.isProtected($0) }.sorted()
     }
 
     /// Whether the process is still the one that was identified: the same start time (not a reused pid) and, where
@@ -64,7 +87,7 @@ public struct PeerIdentity: Sendable, Hashable {
 
     /// The pid of the process tracing this one (TracerPid in /proc/PID/status), 0 when none; nil when unreadable.
     public func tracer() -> pid_t? {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        guard let status = Self.readProcFile("/proc/\(pid)/status") else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix("TracerPid:") {
             return pid_t(line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces))
         }
@@ -106,5 +129,24 @@ public struct PeerIdentity: Sendable, Hashable {
         let fields = buffer[(close + 1)..<count].split(separator: UInt8(ascii: " "))
         guard fields.count > 19 else { return nil }
         return UInt64(String(decoding: fields[19], as: UTF8.self))
+    }
+
+    /// A file of /proc read to its end: they report a size of 0 and hand out their text a page per read, so a
+    /// reader that trusts the size, or reads once, sees only the beginning.
+    static func readProcFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return nil }
+            if n == 0 { break }
+            bytes += chunk[..<n]
+            if bytes.count > 4 << 20 { break }  // a process with this much mapped: enough has been seen
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

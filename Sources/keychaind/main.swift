@@ -16,6 +16,19 @@ import Glibc
 // "running" when another keychaind serves these directories, "failed: reason"), then standard output is closed, so
 // the client waits exactly as long as the start takes and learns at once of a daemon that could not start.
 
+// The dynamic loader's variables are not for keychaind, nor for the pinentry it starts: a program of the user that
+// starts it with LD_PRELOAD (or a loader path of its own) would have its code beside the keys. Seen at start,
+// keychaind executes itself again without them, keeping its pid (a socket handed over by systemd stays valid).
+let startEnvironment = ProcessInfo.processInfo.environment
+if startEnvironment.keys.contains(where: ProtectedPath.isLoaderVariable) {
+    let clean = startEnvironment.filter { !ProtectedPath.isLoaderVariable($0.key) }.map { "\($0.key)=\($0.value)" }
+    var argv: [UnsafeMutablePointer<CChar>?] = CommandLine.arguments.map { strdup($0) } + [nil]
+    var envp: [UnsafeMutablePointer<CChar>?] = clean.map { strdup($0) } + [nil]
+    execve("/proc/self/exe", &argv, &envp)
+    FileHandle.standardError.write(Data("keychaind: cannot start again without the loader's variables (errno \(errno))\n".utf8))
+    exit(1)
+}
+
 // Before anything holds a secret: no core file, no same-user ptrace or /proc/PID/mem.
 var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
 _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)

@@ -303,6 +303,87 @@ struct BoundaryTests {
         #expect(mine.stderr.contains("-25308"), "\(mine.stderr)")  // asked about (nobody to ask here), not "not found"
     }
 
+    @Test("finding 7: keychaind started with LD_PRELOAD and a PINENTRY_PROGRAM of the user's runs neither; a preloaded client is not the program it runs",
+          .enabled(if: canRun && FileManager.default.isExecutableFile(atPath: "/usr/bin/cc")))
+    func environmentTakeover() throws {
+        let home = URL(fileURLWithPath: "/tmp/e2e-env-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let runtime = home.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        // The user's own library, which notes every process it is loaded into, and its own "pinentry", which would
+        // say yes to everything.
+        let marks = home.appendingPathComponent("loaded"), asked = home.appendingPathComponent("asked")
+        let source = home.appendingPathComponent("preload.c"), library = home.appendingPathComponent("preload.so")
+        try """
+            #include <stdio.h>
+            #include <stdlib.h>
+            #include <unistd.h>
+            __attribute__((constructor)) static void mark(void) {
+                FILE *f = fopen("\(marks.path)", "a");
+                if (f) { fprintf(f, "%d\\n", (int)getpid()); fclose(f); }
+            }
+            """.write(to: source, atomically: true, encoding: .utf8)
+        let compiled = try ChildProcess.run("/usr/bin/cc", arguments: ["-shared", "-fPIC", "-o", library.path, source.path])
+        #expect(compiled.termination == .exited(0))
+        let pinentry = home.appendingPathComponent("pinentry")
+        try """
+            #!/bin/sh
+            echo asked >> '\(asked.path)'
+            echo "OK ready"
+            while IFS= read -r line; do echo OK; [ "$line" = BYE ] && exit 0; done
+            """.write(to: pinentry, atomically: true, encoding: .utf8)
+        chmod(pinentry.path, 0o755)
+        for path in [home, runtime, library, pinentry] { #expect(chown(path.path, 65534, 65534) == 0) }
+        _ = FileManager.default.createFile(atPath: marks.path, contents: Data())
+        _ = FileManager.default.createFile(atPath: asked.path, contents: Data())
+        chmod(marks.path, 0o666)
+        chmod(asked.path, 0o666)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
+            environment[variable] = home.appendingPathComponent(folder).path
+        }
+        environment["KEYCHAIN_BACKEND"] = "daemon"
+        environment["LD_PRELOAD"] = library.path
+        environment["PINENTRY_PROGRAM"] = pinentry.path
+        environment["DISPLAY"] = ":kc-test"
+        func run(_ program: String, _ arguments: [String], preload: Bool = true) throws -> (status: Int32, stdout: String) {
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            var environment = environment
+            if !preload { environment.removeValue(forKey: "LD_PRELOAD") }
+            let output = try ChildProcess.run(
+                "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", path] + arguments,
+                environment: environment)
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return (status, String(decoding: output.stdout, as: UTF8.self))
+        }
+        defer { _ = try? ChildProcess.run("/usr/bin/pkill", arguments: ["-KILL", "-U", "65534", "keychaind"]) }
+        // security starts keychaind on demand, with this environment; then stores an item, itself unaltered.
+        #expect(try run("security", ["list-keychains"]).status == 0)
+        #expect(try run("security", ["add-generic-password", "-a", "a", "-s", "s", "-w", "ENV-CANARY"], preload: false).status == 0)
+        let lock = try #require(try FileManager.default.contentsOfDirectory(atPath: runtime.appendingPathComponent("keychain").path)
+            .first { $0.hasSuffix(".sock.lock") })
+        let daemon = try #require(pid_t(try String(contentsOf: runtime.appendingPathComponent("keychain/\(lock)"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        // keychaind dropped the loader's variables and runs without the library.
+        let environ = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(daemon)/environ"))
+        #expect(!String(decoding: environ, as: UTF8.self).contains("LD_PRELOAD"))
+        let maps = try String(contentsOfFile: "/proc/\(daemon)/maps", encoding: .utf8)
+        #expect(!maps.contains(library.path))
+        // Another program's read needs a yes: the user's own "pinentry" is not the one asked.
+        let read = try run("keychain-example", ["get", "s", "a"])
+        #expect(!read.stdout.contains("ENV-CANARY"))
+        #expect(try String(contentsOf: asked, encoding: .utf8).isEmpty)
+        // security itself with the user's library loaded is not the security that stored the item: it is asked
+        // about (nobody can be asked here), where the unaltered one reads at once.
+        let preloaded = try run("security", ["find-generic-password", "-a", "a", "-s", "s", "-w"])
+        #expect(preloaded.status == 36)
+        #expect(!preloaded.stdout.contains("ENV-CANARY"))
+        #expect(try run("security", ["find-generic-password", "-a", "a", "-s", "s", "-w"], preload: false).stdout == "ENV-CANARY\n")
+    }
+
     /// Tries per attack: CI runs each variant this often (the issue's bar is 0 wins in 200 over both paths).
     static let attempts = 100
 }

@@ -122,14 +122,24 @@ struct CallerPolicyTests {
         #expect(impostor?.accessGroups == ["security"])
     }
 
-    @Test("installed means root's all the way up, writable by nobody else: /usr/bin is, a temporary directory is not")
+    @Test("installed means only root can change it: root's all the way up, writable by nobody else (a sticky /tmp aside)",
+          .enabled(if: geteuid() == 0))
     func installedLocation() throws {
         #expect(CallerPolicy.isInstalled("/usr/bin/env"))
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID().uuidString)")
-        try Data().write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        #expect(!CallerPolicy.isInstalled(file.path))  // /tmp is writable by everyone
         #expect(!CallerPolicy.isInstalled("/nonexistent/security"))
+        let directory = URL(fileURLWithPath: "/tmp/policy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        chmod(directory.path, 0o755)
+        let file = directory.appendingPathComponent("tool")
+        try Data().write(to: file)
+        chmod(file.path, 0o755)
+        #expect(CallerPolicy.isInstalled(file.path))  // root's, in a root directory inside the sticky /tmp
+        chmod(directory.path, 0o777)  // anyone could replace it now
+        #expect(!CallerPolicy.isInstalled(file.path))
+        chmod(directory.path, 0o755)
+        chown(file.path, 65534, 65534)  // another user's file
+        #expect(!CallerPolicy.isInstalled(file.path))
     }
 
     @Test("another program's groups come from the files beside its executable, never from its environment")

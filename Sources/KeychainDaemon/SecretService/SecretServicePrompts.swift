@@ -95,7 +95,7 @@ extension SecretServiceServer {
             }
         }
         guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else { return nil }
-        return PinentryPrompter(program: environment["PINENTRY_PROGRAM"] ?? "pinentry", environment: environment)
+        return PinentryPrompter(program: KeychainDaemonServer.pinentryProgram(environment), environment: environment)
     }
 
     /// A client that left: its prompts go (one still asking finishes, and its answer is dropped).

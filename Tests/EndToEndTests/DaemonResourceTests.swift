@@ -1,0 +1,93 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainWire
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// keychaind under abuse of its resources: descriptors, memory (issue: no client can stall keychaind).
+@Suite("keychaind's resources, abused", .serialized)
+struct DaemonResourceTests {
+    /// A connection to `socket`, or -1.
+    static func connect(_ socket: String) -> Int32 {
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in socket.utf8.enumerated() { raw[i] = b } }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if connected != 0 { close(fd); return -1 }
+        return fd
+    }
+
+    static func residentKiB(_ pid: pid_t) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        }
+        return 0
+    }
+
+    static func socket(in home: DaemonTests.DaemonHome) throws -> String {
+        let runtime = home.tool.home.appendingPathComponent("run/keychain")
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: runtime.path).first { $0.hasSuffix(".sock") })
+        return runtime.appendingPathComponent(name).path
+    }
+
+    @Test("running out of descriptors does not end keychaind: it waits for some to close and serves again",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit")))
+    func outOfDescriptors() throws {
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
+        let socket = try Self.socket(in: home)
+        let pid = try #require(home.daemonPID)
+        // Leave keychaind three descriptors more than it holds now.
+        let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+        let limit = "--nofile=\(open + 3):\(open + 3)"
+        #expect(try ChildProcess.run("/usr/bin/prlimit", arguments: ["--pid", "\(pid)", limit]).termination == .exited(0))
+        // Far more connections than that, held open: accept fails with EMFILE meanwhile.
+        let held = (0..<40).map { _ in Self.connect(socket) }
+        usleep(500_000)
+        for fd in held where fd >= 0 { close(fd) }
+        usleep(300_000)
+        // Still there, serving.
+        #expect(kill(pid, 0) == 0)
+        #expect(FileManager.default.fileExists(atPath: socket))
+        #expect(try home.run("security", "list-keychains").status == 0)
+    }
+
+    @Test("a frame header does not reserve the size it announces: 100 connections announcing 8 MiB cost little")
+    func announcedSizeIsNotReserved() throws {
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
+        let socket = try Self.socket(in: home)
+        let pid = try #require(home.daemonPID)
+        let before = Self.residentKiB(pid)
+        var held: [Int32] = []
+        for _ in 0..<100 {
+            let fd = Self.connect(socket)
+            guard fd >= 0 else { continue }
+            held.append(fd)
+            var hello = Framing.hello()
+            var frames: [UInt8] = []
+            withUnsafeBytes(of: UInt32(hello.count).bigEndian) { frames.append(contentsOf: $0) }
+            frames += hello
+            hello.removeAll()
+            // A request header announcing 8 MiB, and nothing after it.
+            withUnsafeBytes(of: UInt32(WireLimits.maximumRequest).bigEndian) { frames.append(contentsOf: $0) }
+            _ = frames.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        usleep(500_000)
+        let during = Self.residentKiB(pid)
+        for fd in held { close(fd) }
+        #expect(held.count == 100)
+        #expect(during - before < 64 * 1024, "resident \(before) KiB before, \(during) KiB with 100 announced frames")
+        #expect(try home.run("security", "list-keychains").status == 0)
+    }
+}
