@@ -9,9 +9,6 @@ import KeychainWire
 final class ConnectionContexts {
     private var contexts: [UUID: AuthenticationContext] = [:]
     private var order: [UUID] = []
-    let prompter: (any Prompter)?
-
-    init(prompter: (any Prompter)?) { self.prompter = prompter }
 
     /// The daemon's context of that id, brought up to date with the client's settings.
     func context(_ snapshot: AuthenticationContext.Snapshot) -> AuthenticationContext {
@@ -19,7 +16,8 @@ final class ConnectionContexts {
             known.adopt(snapshot)
             return known
         }
-        let made = AuthenticationContext(id: snapshot.id, prompter: prompter)
+        // No prompter of its own: the connection's Asker decides where questions go, never a context.
+        let made = AuthenticationContext(id: snapshot.id)
         made.adopt(snapshot)
         contexts[snapshot.id] = made
         order.append(snapshot.id)

@@ -335,7 +335,7 @@ public final class KeychainDaemonServer: Sendable {
         // gets one service, not one before and one after.
         var connectionService: EmbeddedKeychainService?
         defer { if let connectionService { retire(connectionService) } }
-        var contexts = ConnectionContexts(prompter: nil)
+        var contexts = ConnectionContexts()
         while true {
             var frame: [UInt8]
             let start = stream.consumed
@@ -369,8 +369,8 @@ public final class KeychainDaemonServer: Sendable {
                         // itself).
                         let asker = Asker(prompter: Self.prompter(for: session),
                                           confirmer: Self.confirmer(for: peer, session: session))
-                        // Groups bound to other programs are left out until the user says yes, asked where the client
-                        // said it can be asked.
+                        // Groups bound to other programs are left out until the user says yes (a decision: asked
+                        // only where the client cannot answer it).
                         let caller = registry.admit(claimed) { group, members in
                             guard let program = claimed.application?.path else { return .unavailable }
                             let others = members.map(\.path).joined(separator: ", ")
@@ -380,7 +380,7 @@ public final class KeychainDaemonServer: Sendable {
                         if let connectionService { retire(connectionService) }
                         connectionService = register(EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
-                        contexts = ConnectionContexts(prompter: nil)  // the asker's surfaces decide, not a context's
+                        contexts = ConnectionContexts()
                     }
                     // A client that never opened a session: nobody to ask about groups bound to other programs.
                     let service = connectionService ?? register(EmbeddedKeychainService(
@@ -423,12 +423,13 @@ public final class KeychainDaemonServer: Sendable {
     /// errSecInteractionNotAllowed).
     static func prompter(for session: ClientSession) -> (any Prompter)? {
         guard session.canAsk else { return nil }
-        var environment = ProcessInfo.processInfo.environment
-        for key in ["DISPLAY", "WAYLAND_DISPLAY", "GPG_TTY"] { environment.removeValue(forKey: key) }
+        let own = ProcessInfo.processInfo.environment
+        var environment = pinentryEnvironment(own)
+        for key in ["DISPLAY", "WAYLAND_DISPLAY"] { environment.removeValue(forKey: key) }
         if let display = session.display { environment["DISPLAY"] = display }
         if let wayland = session.waylandDisplay { environment["WAYLAND_DISPLAY"] = wayland }
         if let term = session.term { environment["TERM"] = term }
-        return PinentryPrompter(program: pinentryProgram(environment),
+        return PinentryPrompter(program: pinentryProgram(own),
                                 arguments: session.terminal.map { ["--ttyname", $0] } ?? [], environment: environment)
     }
 
@@ -436,10 +437,10 @@ public final class KeychainDaemonServer: Sendable {
     /// that started keychaind with its own "pinentry" would see every password and answer every question), else
     /// `pinentry` from the system's directories (never from a PATH the starter chose).
     public static func pinentryProgram(_ environment: [String: String]) -> String {
-        if let chosen = environment["PINENTRY_PROGRAM"], chosen.hasPrefix("/"),
-           ProtectedPath.isProtected(URL(fileURLWithPath: chosen).resolvingSymlinksInPath().path)
-        {
-            return chosen
+        if let chosen = environment["PINENTRY_PROGRAM"], chosen.hasPrefix("/") {
+            // The file itself, not a link to it that its owner could point elsewhere after this check.
+            let resolved = URL(fileURLWithPath: chosen).resolvingSymlinksInPath().path
+            if ProtectedPath.isProtected(resolved) { return resolved }
         }
         if let chosen = environment["PINENTRY_PROGRAM"] {
             FileHandle.standardError.write(Data(
@@ -456,13 +457,26 @@ public final class KeychainDaemonServer: Sendable {
     static func confirmer(for peer: PeerIdentity, session: ClientSession) -> (any Prompter)? {
         let own = ProcessInfo.processInfo.environment
         let program = pinentryProgram(own)
+        var environment = pinentryEnvironment(own)
         if own["DISPLAY"] != nil || own["WAYLAND_DISPLAY"] != nil {
-            return PinentryPrompter(program: program, environment: own)
+            return PinentryPrompter(program: program, environment: environment)
         }
-        guard let terminal = LoginTerminal.of(pid: peer.pid, user: peer.uid) else { return nil }
-        var environment = own
+        // A login terminal only where the kernel refuses TIOCSTI (a program on that terminal could otherwise type
+        // the answer into it).
+        guard LoginTerminal.injectionRefused(), let terminal = LoginTerminal.of(pid: peer.pid, user: peer.uid) else { return nil }
         if let term = session.term { environment["TERM"] = term }
         return PinentryPrompter(program: program, arguments: ["--ttyname", terminal], environment: environment)
+    }
+
+    /// What keychaind's pinentry gets of keychaind's environment: where to draw (display, Wayland, X authority,
+    /// the user's runtime and bus), the locale and a fixed PATH; nothing a starter could use to load code into it
+    /// (GTK_MODULES, QT_PLUGIN_PATH, …).
+    static func pinentryEnvironment(_ own: [String: String]) -> [String: String] {
+        let kept = ["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "HOME",
+                    "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM"]
+        var environment = own.filter { kept.contains($0.key) }
+        environment["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+        return environment
     }
 
     private func refuse(_ fd: Int32, _ reason: String) {

@@ -29,6 +29,12 @@ enum LoginTerminal {
         return nil
     }
 
+    /// Whether the kernel refuses TIOCSTI (typing into a terminal) to unprivileged programs: Linux 6.2's
+    /// `dev.tty.legacy_tiocsti = 0`. Older kernels, or the legacy setting, let any program on a terminal type into it.
+    static func injectionRefused(_ path: String = "/proc/sys/dev/tty/legacy_tiocsti") -> Bool {
+        PeerIdentity.readProcFile(path)?.trimmingCharacters(in: .whitespacesAndNewlines) == "0"
+    }
+
     /// `pts/N` or `ttyN` from field 7 of /proc/PID/stat (the controlling terminal's device number).
     static func controllingTerminal(of pid: pid_t) -> String? {
         guard let stat = PeerIdentity.readProcFile("/proc/\(pid)/stat"),

@@ -62,9 +62,13 @@ public struct PeerIdentity: Sendable, Hashable {
     }
 
     /// The files other than the executable whose code `pid` has mapped (executable mappings in /proc/PID/maps)
-    /// that root alone could not have put there. Unreadable maps (a hardened process): none known.
+    /// that root alone could not have put there. Maps that cannot be read while the executable could (a process
+    /// that hid itself in the middle of being identified) count as foreign code: what it runs is unknown. Code
+    /// loaded after the identification is not seen.
     static func foreignCode(of pid: pid_t, executable: String?) -> [String] {
-        guard let maps = readProcFile("/proc/\(pid)/maps") else { return [] }
+        guard let maps = readProcFile("/proc/\(pid)/maps"), !maps.isEmpty else {
+            return executable == nil ? [] : ["(code that could not be read)"]
+        }
         var files = Set<String>()
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
@@ -104,9 +108,11 @@ public struct PeerIdentity: Sendable, Hashable {
     public struct Program: Hashable, Sendable {
         public let executable: String?
         public let digest: Data?
+        /// A process with foreign code is not the program its executable names (see ``foreignCode``).
+        public let foreignCode: [String]
     }
 
-    public var program: Program { Program(executable: executable, digest: executableDigest) }
+    public var program: Program { Program(executable: executable, digest: executableDigest, foreignCode: foreignCode) }
 
     static func executable(of pid: pid_t) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)

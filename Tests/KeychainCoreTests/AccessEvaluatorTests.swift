@@ -109,14 +109,20 @@ struct AccessEvaluatorTests {
         #expect(Self.decide(.useKey, key) == .needs(.ownerAuthentication([[.password]])))
     }
 
-    @Test("an application password is needed for everything but a delete, and goes first before the program's yes")
+    @Test("an application password is needed for everything but a delete, per item; the program's yes comes first")
     func applicationPassword() {
         let item = Self.item(flags: [.applicationPassword])
         #expect(Self.decide(.readAttributes, item) == .needs(.applicationPassword))
         #expect(Self.decide(.delete, item) == .allow)
-        let given = AccessGrants(applicationPassword: SecretBytes(utf8: "pw"))
+        let given = AccessGrants(applicationPasswords: [item.uuid: SecretBytes(utf8: "pw")])
         #expect(Self.decide(.readSecret, item, grants: given) == .allow)
-        #expect(Self.decide(.readSecret, item, caller: Self.other, grants: given) == .needs(.consent(Self.other, changed: false)))
+        // Given for another item: still needed here.
+        #expect(Self.decide(.readSecret, item, grants: AccessGrants(applicationPasswords: [UUID(): SecretBytes(utf8: "pw")]))
+                == .needs(.applicationPassword))
+        // Another program is asked about first, before anyone types a password for it.
+        #expect(Self.decide(.readSecret, item, caller: Self.other) == .needs(.consent(Self.other, changed: false)))
+        #expect(Self.decide(.readSecret, Self.item(flags: [.userPresence]), caller: Self.other)
+                == .needs(.consent(Self.other, changed: false)))
     }
 
     @Test("a private key that must not leave is never read or exported, only used; its protection only tightens")

@@ -67,4 +67,18 @@ struct LoginTerminalTests {
         #expect(LoginTerminal.ownerOfProcess(child.pid) == 65534)
         #expect(LoginTerminal.ownerOfProcess(1) == 0)
     }
+
+    @Test("a login terminal is asked only where the kernel refuses TIOCSTI; unreadable code maps count as foreign code")
+    func injectionAndHiddenCode() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tiocsti-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "0\n".write(to: file, atomically: true, encoding: .utf8)
+        #expect(LoginTerminal.injectionRefused(file.path))
+        try "1\n".write(to: file, atomically: true, encoding: .utf8)
+        #expect(!LoginTerminal.injectionRefused(file.path))
+        #expect(!LoginTerminal.injectionRefused("/nonexistent"))
+        // A process whose executable was read but whose maps cannot be: what it runs is unknown.
+        #expect(PeerIdentity.foreignCode(of: 999_999_999, executable: "/usr/bin/env") == ["(code that could not be read)"])
+        #expect(PeerIdentity.foreignCode(of: getpid(), executable: nil).allSatisfy { !$0.hasPrefix("(") })
+    }
 }

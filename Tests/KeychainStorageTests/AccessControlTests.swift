@@ -41,6 +41,27 @@ struct AccessControlEngineTests {
         return try t.file.searchAsking(q, caller: t.caller).first.map { $0.secret?.unprotectedString() ?? "" }
     }
 
+    @Test("two items with application passwords of their own are opened in one search, each asked for once")
+    func twoApplicationPasswords() throws {
+        let t = try TestFile(password: "pw")
+        for (account, password) in [("one", "first-pw"), ("two", "second-pw")] {
+            var q = try QueryParser.parse([
+                "class": "genp", "acct": .string(account), "svce": "apps", "v_Data": .data(Data(account.utf8)),
+                "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.applicationPassword])),
+            ], for: .add)
+            let context = AuthenticationContext()
+            context.setApplicationPassword(SecretBytes(utf8: password))
+            q.authenticationContext = context
+            _ = try t.file.add(q, caller: t.caller)
+        }
+        let prompter = ScriptedPrompter([.entered(SecretBytes(utf8: "first-pw")), .entered(SecretBytes(utf8: "second-pw"))])
+        var q = try QueryParser.parse(["class": "genp", "svce": "apps", "r_Data": true, "m_Limit": "m_LimitAll"], for: .search)
+        q.authenticationContext = AuthenticationContext(prompter: prompter)
+        let found = try t.file.searchAsking(q, caller: t.caller)
+        #expect(Set(found.compactMap { $0.secret?.unprotectedString() }) == ["one", "two"])
+        #expect(prompter.count == 2)
+    }
+
     @Test("user presence: no way to ask is errSecInteractionNotAllowed; Skip leaves the item out, even for attributes")
     func noPrompter() throws {
         let t = try protectedFile([.userPresence])

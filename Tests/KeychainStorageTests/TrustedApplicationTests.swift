@@ -176,6 +176,25 @@ struct TrustedApplicationTests {
         #expect(Set(seen.compactMap { $0.item.attributes["acct"]?.stringValue }) == ["file", "default"])
     }
 
+    @Test("a file keychain's item is one per service and account whatever the group: a second program's add is a duplicate")
+    func fileKeychainDuplicates() throws {
+        let t = try TestFile(password: nil)
+        let first = Caller(accessGroups: ["A"], application: Self.creator)
+        let second = Caller(accessGroups: ["B"], application: Self.other)
+        let add: [String: QueryValue] = ["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("x".utf8))]
+        _ = try t.file.add(QueryParser.parse(add, for: .add), caller: first)
+        #expect(status { _ = try t.file.add(QueryParser.parse(add, for: .add), caller: second) } == -25299)
+        // Data-protection items stay one per group, as on iOS.
+        var dp = add
+        dp["nleg"] = true
+        _ = try t.file.add(QueryParser.parse(dp, for: .add), caller: first)
+        _ = try t.file.add(QueryParser.parse(dp, for: .add), caller: second)
+        // A listing shows a program what it may see: not another group's data-protection item.
+        let listed = try t.file.allItems(includingSecrets: false, caller: second)
+        #expect(listed.filter { $0.item.accessModel == .groups }.map(\.item.accessGroup) == ["B"])
+        #expect(listed.filter { $0.item.accessModel == .applications }.count == 1)
+    }
+
     @Test("a listing includes only the secrets the caller's program is trusted with")
     func listing() throws {
         let t = try TestFile(password: nil)

@@ -5,8 +5,8 @@ import Foundation
 #endif
 
 /// macOS's two keychain models, as they meet here. A data-protection item (iOS's only kind) is seen only by callers
-/// entitled to its access group. A file keychain's item is seen by every program, and its trusted-application list
-/// alone decides who uses it without asking (macOS's ACL).
+/// entitled to its access group. A file keychain's item is seen by every program. For both, the trusted-application
+/// list (macOS's ACL) decides which programs use an item they see without the user's yes.
 public enum AccessModel: UInt8, Sendable, Hashable {
     case groups = 0
     case applications = 1
@@ -79,16 +79,23 @@ public enum AccessDecision: Sendable, Hashable {
 public struct AccessGrants: Sendable {
     /// The owner proved presence (keychain password or sensor) for this call.
     public var ownerAuthenticated = false
-    /// Items the user allowed the calling program to use, for this call or this connection (Allow).
+    /// Items the user allowed the calling program to use (Allow): for one call, or for one Secret Service
+    /// connection when its prompt got the yes.
     public var consentedItems: Set<UUID> = []
-    /// The application password given for this call (checked against the item by opening it).
-    public var applicationPassword: SecretBytes?
+    /// Application passwords given for this call, per item (checked against the item by opening it).
+    public var applicationPasswords: [UUID: SecretBytes] = [:]
+    /// The application password chosen for an item being added.
+    public var newItemApplicationPassword: SecretBytes?
 
-    public init(ownerAuthenticated: Bool = false, consentedItems: Set<UUID> = [], applicationPassword: SecretBytes? = nil) {
+    public init(ownerAuthenticated: Bool = false, consentedItems: Set<UUID> = [],
+                applicationPasswords: [UUID: SecretBytes] = [:]) {
         self.ownerAuthenticated = ownerAuthenticated
         self.consentedItems = consentedItems
-        self.applicationPassword = applicationPassword
+        self.applicationPasswords = applicationPasswords
     }
+
+    /// The application password given for `item`.
+    public func applicationPassword(for item: UUID) -> SecretBytes? { applicationPasswords[item] }
 }
 
 /// What the keychain can offer toward a requirement: a password to check, a sensor to ask.
@@ -211,6 +218,13 @@ public enum AccessEvaluator {
         if (operation == .readSecret || operation == .exportKey) && item.isNonExportablePrivateKey {
             return .deny(KeychainError(.keyIsSensitive, "a private key that is not extractable is used, never read"))
         }
+        // The trusted-application list first: a program the item does not name is asked about (for anything beyond
+        // seeing the item) before anyone types a password for it.
+        if needsConsent(operation, on: item, by: caller, grants: grants), let application = caller.application,
+           let access = item.applicationAccess
+        {
+            return requirementDecision(.consent(application, changed: access.trustedEarlierBuild(of: application)), circumstances)
+        }
         // The item's access control: the owner proves presence for the operations its ACL map guards.
         if let requirement = ownerAuthentication(operation, item, keychain, grants, circumstances) {
             switch requirement {
@@ -219,15 +233,10 @@ public enum AccessEvaluator {
             }
         }
         // The application password opens the item key itself; every operation but a delete opens it.
-        if item.accessControl?.needsApplicationPassword == true, operation != .delete, grants.applicationPassword == nil {
-            return requirementDecision(.applicationPassword, circumstances)
-        }
-        // The trusted-application list: a program it does not name is asked about, for anything beyond seeing the
-        // item, unless the user already allowed it.
-        if needsConsent(operation, on: item, by: caller, grants: grants), let application = caller.application,
-           let access = item.applicationAccess
+        if item.accessControl?.needsApplicationPassword == true, operation != .delete,
+           grants.applicationPassword(for: item.uuid) == nil
         {
-            return requirementDecision(.consent(application, changed: access.trustedEarlierBuild(of: application)), circumstances)
+            return requirementDecision(.applicationPassword, circumstances)
         }
         return .allow
     }

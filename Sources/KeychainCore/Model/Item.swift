@@ -47,7 +47,9 @@ public struct Item: Sendable, Hashable {
     public var primaryKeyBytes: [UInt8] {
         var out = Array(itemClass.rawValue.utf8)
         let schema = Schema.attributes(of: itemClass)
-        for code in Schema.primaryKey(of: itemClass) {
+        // A file keychain's item is one per primary key whatever its group, as on macOS: two programs storing the
+        // same service and account meet as a duplicate, not as two items each sees the other's of.
+        for code in Schema.primaryKey(of: itemClass) where !(accessModel == .applications && code == "agrp") {
             let kind = schema[code]!.kind
             let key = (effectiveValue(code) ?? kind.defaultValue).matchKey(for: kind)
             out.append(contentsOf: Array(code.utf8))

@@ -36,13 +36,19 @@ extension SecretServiceServer {
         var isFinished: Bool { state.withLock { $0.finished } }
     }
 
+    /// The counter a prompt's path ends with (`…/prompt/p42` → 42).
+    static func promptNumber(_ path: String) -> Int { Int(path.dropFirst(promptPrefix.count + 1)) ?? 0 }
+
     /// A new prompt of `owner`'s; its path is what the method returns beside its immediate result.
     func makePrompt(owner: String, emptyResult: DBusValue, work: @escaping PromptWork) -> String {
         let prompt = PendingPrompt(owner: owner, emptyResult: emptyResult, work: work)
         return state.withLock { state in
             let path = Self.promptPrefix + "p\(state.nextPrompt)"
             state.nextPrompt += 1
-            if state.prompts.count >= 256, let oldest = state.prompts.keys.sorted().first { state.prompts.removeValue(forKey: oldest) }
+            // The oldest goes first: by the counter in its path (a string sort would put p10 before p9).
+            if state.prompts.count >= 256, let oldest = state.prompts.keys.min(by: { Self.promptNumber($0) < Self.promptNumber($1) }) {
+                state.prompts.removeValue(forKey: oldest)
+            }
             state.prompts[path] = prompt
             return path
         }
@@ -95,7 +101,8 @@ extension SecretServiceServer {
             }
         }
         guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else { return nil }
-        return PinentryPrompter(program: KeychainDaemonServer.pinentryProgram(environment), environment: environment)
+        return PinentryPrompter(program: KeychainDaemonServer.pinentryProgram(environment),
+                                environment: KeychainDaemonServer.pinentryEnvironment(environment))
     }
 
     /// A client that left: its prompts go (one still asking finishes, and its answer is dropped).

@@ -46,8 +46,15 @@ public struct Asker: Sendable {
     /// Tries per question: a keychain password to unlock, the owner's password, an application password.
     static let unlockTries = 3
     static let passwordTries = 5
-    /// How many questions one call may lead to before it gives up (each answered one lets it go further).
-    static let maximumRounds = 64
+    /// How often one requirement of one item may be met in one call before the call gives up.
+    static let repeatsAllowed = 3
+
+    struct PendingKey: Hashable {
+        var requirement: AccessRequirement
+        var item: UUID?
+    }
+    /// The key under which the tries for a new item's application password are counted.
+    static let newItem = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
     /// What one call is, as its questions describe it.
     public struct Call: Sendable {
@@ -86,21 +93,30 @@ public struct Asker: Sendable {
     public func run<T>(_ call: Call, gate: some AskerGate, grants initial: AccessGrants = AccessGrants(),
                        _ body: (AccessGrants) throws(KeychainError) -> T) throws(KeychainError) -> T {
         var grants = initial
-        var applicationPasswordTries = 0
-        for _ in 0..<Self.maximumRounds {
+        var applicationPasswordTries: [UUID: Int] = [:]
+        // How often each requirement was met: one that comes back right after it was met (a keychain locked
+        // again at once, a trust that did not stick) is given up on after a few rounds rather than asked forever.
+        var met: [PendingKey: Int] = [:]
+        while true {
             do {
                 return try body(grants)
             } catch {
                 guard let pending = error.pending else { throw error }
+                let key = PendingKey(requirement: pending.requirement, item: pending.item)
+                if pending.requirement != .applicationPassword {  // those count their own tries
+                    guard met[key, default: 0] < Self.repeatsAllowed else {
+                        throw KeychainError(.authFailed, "the same requirement came back after it was met")
+                    }
+                    met[key, default: 0] += 1
+                }
                 try obtain(pending, for: call, gate: gate, grants: &grants, applicationPasswordTries: &applicationPasswordTries,
                            original: error)
             }
         }
-        throw KeychainError(.authFailed, "too many questions for one call")
     }
 
     private func obtain(_ pending: PendingAccess, for call: Call, gate: some AskerGate, grants: inout AccessGrants,
-                        applicationPasswordTries: inout Int, original: KeychainError) throws(KeychainError) {
+                        applicationPasswordTries: inout [UUID: Int], original: KeychainError) throws(KeychainError) {
         let nobody: KeychainError = original.status == .interactionNotAllowed ? original : .interactionNotAllowed(original.message)
         guard call.interaction == .allow else { throw nobody }
         // Passwords: the call's own context prompter (an LAContext made with one, in-process), else this asker's.
@@ -132,8 +148,10 @@ public struct Asker: Sendable {
             case .unavailable: throw .interactionNotAllowed("no way to ask whether \(application.path) may use the item")
             }
         case .applicationPassword:
-            applicationPasswordTries += 1
-            guard applicationPasswordTries <= Self.passwordTries else { throw KeychainError(.authFailed) }
+            // Tries are counted per item (a search may open several items, each with its own password).
+            let key = pending.item ?? Self.newItem
+            applicationPasswordTries[key, default: 0] += 1
+            guard applicationPasswordTries[key, default: 0] <= Self.passwordTries else { throw KeychainError(.authFailed) }
             let isNew = pending.item == nil
             let request = PasswordRequest(
                 kind: .applicationPassword,
@@ -143,8 +161,12 @@ public struct Asker: Sendable {
             guard let prompter = passwords else { throw nobody }
             switch prompter.requestPassword(request) {
             case .entered(let password):
-                grants.applicationPassword = password
-                call.context?.setApplicationPassword(password)
+                if let item = pending.item {
+                    grants.applicationPasswords[item] = password  // the context keeps it once it opened the item
+                } else {
+                    grants.newItemApplicationPassword = password
+                    call.context?.setApplicationPassword(password)
+                }
             case .cancelled: throw KeychainError(.userCanceled)
             case .unavailable: throw .interactionNotAllowed("no way to ask for the application password")
             }
@@ -223,8 +245,8 @@ public struct Asker: Sendable {
         throw KeychainError(.authFailed)
     }
 
-    /// Asks whether `program` may do what it asks (the Deny / Allow / Always Allow question), through this
-    /// asker's prompter; no prompter: unavailable.
+    /// Asks for a decision (the Deny / Allow / Always Allow question) through this asker's confirmer; none:
+    /// unavailable.
     public func confirm(_ description: String) -> ConfirmationResponse {
         confirmer?.requestConfirmation(ConfirmationRequest(description: description)) ?? .unavailable
     }

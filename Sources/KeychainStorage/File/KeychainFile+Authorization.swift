@@ -24,8 +24,7 @@ extension KeychainFile {
         if let context, !authenticated, context.reuseDuration > 0,
            configuration.clock().timeIntervalSince(keys.withLock { $0.lastPasswordEntry }) <= context.reuseDuration
         {
-            context.markOwnerAuthenticated()
-            authenticated = true
+            authenticated = true  // marked on the context only when an item relied on it (permit)
         }
         return CallCircumstances(interaction: interaction, contextAuthenticated: authenticated,
                                  contextInvalidated: context?.isInvalidated == true)
@@ -36,9 +35,25 @@ extension KeychainFile {
     func permit(_ operation: ItemOperation, _ item: Item, caller: Caller, grants: AccessGrants,
                 query: ItemQuery?) throws(KeychainError) -> Bool {
         var grants = grants
-        if grants.applicationPassword == nil { grants.applicationPassword = query?.authenticationContext?.applicationPassword }
+        if grants.applicationPassword(for: item.uuid) == nil, let password = query?.authenticationContext?.applicationPassword {
+            grants.applicationPasswords[item.uuid] = password
+        }
+        let circumstances = circumstances(query)
         let decision = AccessEvaluator.decide(operation, on: item, by: caller, keychain: capabilities,
-                                              grants: grants, circumstances: circumstances(query))
+                                              grants: grants, circumstances: circumstances)
+        // An unlock within the context's reuse window met the item's constraint: from now on the context counts as
+        // authenticated, as Apple's does once it served an item.
+        if decision == .allow, circumstances.contextAuthenticated, let context = query?.authenticationContext,
+           !context.isOwnerAuthenticated
+        {
+            var without = circumstances
+            without.contextAuthenticated = false
+            if case .needs(.ownerAuthentication) = AccessEvaluator.decide(
+                operation, on: item, by: caller, keychain: capabilities, grants: grants, circumstances: without)
+            {
+                context.markOwnerAuthenticated()
+            }
+        }
         return try follow(decision, item: item, operation: operation)
     }
 
@@ -70,20 +85,25 @@ extension KeychainFile {
         item.accessControl = ac
     }
 
-    /// The application password that protects `item` as it is written: the call's grant or its context's
-    /// credential; none yet is a requirement (the Asker has the user choose one).
+    /// The application password that protects `item` as it is written: the call's grant (for this item, or the
+    /// one chosen for a new item) or its context's credential; none yet is a requirement (the Asker has the user
+    /// choose one).
     func applicationPasswordForWriting(_ item: Item, _ query: ItemQuery, grants: AccessGrants) throws(KeychainError)
         -> SecretBytes?
     {
         guard item.accessControl?.needsApplicationPassword == true else { return nil }
-        if let password = grants.applicationPassword ?? query.authenticationContext?.applicationPassword { return password }
+        if let password = grants.applicationPassword(for: item.uuid) ?? grants.newItemApplicationPassword
+            ?? query.authenticationContext?.applicationPassword
+        {
+            return password
+        }
         let decision = AccessEvaluator.requirementDecision(.applicationPassword, circumstances(query))
         if case .needs = decision { _ = try follow(decision, item: nil) }
         throw .interactionNotAllowed("the item needs an application password")
     }
 
-    /// The application password to open `item` with: the call's grant or its context's credential.
-    func applicationPassword(for query: ItemQuery?, grants: AccessGrants) -> SecretBytes? {
-        grants.applicationPassword ?? query?.authenticationContext?.applicationPassword
+    /// The application password for `item`: the call's grant for it, else the context's credential.
+    func applicationPassword(for item: UUID, query: ItemQuery?, grants: AccessGrants) -> SecretBytes? {
+        grants.applicationPassword(for: item) ?? query?.authenticationContext?.applicationPassword
     }
 }

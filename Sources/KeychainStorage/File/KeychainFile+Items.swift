@@ -357,7 +357,8 @@ extension KeychainFile {
         return true
     }
 
-    /// Every item in the file, whatever its group (for `dump-keychain`); locked classes are skipped.
+    /// Every item in the file the caller may see (for `dump-keychain`; the keychain's tools see every group);
+    /// locked classes are skipped.
     /// Secrets are included only for items the caller's program is trusted by (nobody is asked for a listing).
     public func allItems(includingSecrets: Bool, caller: Caller) throws(KeychainError) -> [FoundItem] {
         applyAutoLock()
@@ -367,6 +368,8 @@ extension KeychainFile {
             while let row = try cursor.nextItemRow() {
                 guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { continue }
                 let (item, _) = try openMeta(row)
+                // Every item the caller may see: for keychaind's own tools, every item of the file.
+                guard AccessEvaluator.isVisible(item, to: caller, for: .search) else { continue }
                 var secret: SecretBytes?
                 let readable = AccessEvaluator.decide(
                     .readSecret, on: item, by: caller, keychain: capabilities, grants: AccessGrants(),

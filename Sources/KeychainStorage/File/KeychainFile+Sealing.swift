@@ -46,9 +46,15 @@ extension KeychainFile {
                                 uuid: Data, generation: Int64) throws(KeychainError) -> Data {
         let aad = ApplicationPasswordLayer.aad(header: header, uuid: uuid, generation: generation)
         var retry = false
-        if let password = applicationPassword(for: query, grants: grants) {
-            if let key = try? ApplicationPasswordLayer.unwrap(inner, password: password, aad: aad) { return key }
-            query?.authenticationContext?.setApplicationPassword(nil)
+        if let password = applicationPassword(for: item.uuid, query: query, grants: grants) {
+            if let key = try? ApplicationPasswordLayer.unwrap(inner, password: password, aad: aad) {
+                // The right one: the context keeps it for its later calls (LAContext's credential).
+                query?.authenticationContext?.setApplicationPassword(password)
+                return key
+            }
+            if query?.authenticationContext?.applicationPassword == password {
+                query?.authenticationContext?.setApplicationPassword(nil)
+            }
             retry = true
         }
         let decision = AccessEvaluator.requirementDecision(.applicationPassword, circumstances(query))

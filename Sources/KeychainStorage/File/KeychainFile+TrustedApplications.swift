@@ -3,20 +3,9 @@ import GRDB
 import KeychainCore
 import Logging
 
-/// Trusted-application lists (macOS's item ACL): which programs read an item's secret without the user's yes.
+/// Trusted-application lists (macOS's item ACL): which programs use an item without the user's yes. What a list
+/// means is decided by ``AccessEvaluator``; here they are made for new items and extended by Always Allow.
 extension KeychainFile {
-    /// The outcome of checking the calling program against an item's list.
-    enum ApplicationApproval: Equatable {
-        /// Trusted, or nothing to check (no list, or the caller's program is not known).
-        case trusted
-        /// The user allowed this one read.
-        case allowedOnce
-        /// The user chose Always Allow: the program is to be added to the item's list.
-        case allowedAlways(TrustedApplication)
-        /// UI Skip: the item is left out.
-        case leaveOut
-    }
-
     /// A new item as an add describes it: Apple's rules (group, dates, defaults), the trusted applications it
     /// asks for, and the access model they make (``AccessEvaluator/accessModel(for:applicationAccess:)``).
     func newItem(_ query: ItemQuery, caller: Caller, now: Date) throws(KeychainError) -> Item {
@@ -64,7 +53,7 @@ extension KeychainFile {
             let secret = try openSecret(row, item: item, query: nil, grants: grants)
             let sealed = try seal(trusted, secret: secret, generation: row.generation + 1,
                                   applicationPassword: item.accessControl?.needsApplicationPassword == true
-                                      ? grants.applicationPassword : nil)
+                                      ? applicationPassword(for: id, query: nil, grants: grants) : nil)
             let stored = try write { db, changes -> Bool in
                 guard try unchanged([row], db: db) else { return false }
                 changes.removed.append(contribution(of: row))

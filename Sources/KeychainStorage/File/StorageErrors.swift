@@ -8,7 +8,12 @@ enum StorageErrors {
         if let error = error as? KeychainError { return error }
         if let error = error as? DatabaseError {
             switch error.resultCode {
-            case .SQLITE_CONSTRAINT: return .duplicateItem()
+            case .SQLITE_CONSTRAINT:
+                // Only a uniqueness constraint is Apple's duplicate item; any other one failing is our fault.
+                switch error.extendedResultCode {
+                case .SQLITE_CONSTRAINT_UNIQUE, .SQLITE_CONSTRAINT_PRIMARYKEY: return .duplicateItem()
+                default: return KeychainError(.internalComponent, "a storage constraint failed (\(error.extendedResultCode.rawValue))")
+                }
             case .SQLITE_READONLY: return KeychainError(.readOnly)
             case .SQLITE_MISMATCH: return KeychainError(.noSuchAttr)
             case .SQLITE_NOMEM: return KeychainError(.allocate)
