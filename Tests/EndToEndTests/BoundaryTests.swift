@@ -74,6 +74,49 @@ struct BoundaryTests {
 
     static let canRun = geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
 
+    /// A home of nobody's (uid 65534) under /tmp with a runtime directory of its own, where programs run as nobody
+    /// through keychaind (CI runs as root: nobody is the ordinary user).
+    struct NobodyHome {
+        let home: URL
+        var runtime: URL { home.appendingPathComponent("run") }
+        var environment: [String: String]
+
+        init(_ prefix: String) throws {
+            home = URL(fileURLWithPath: "/tmp/\(prefix)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: home.appendingPathComponent("run"), withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            #expect(chown(home.path, 65534, 65534) == 0 && chown(home.appendingPathComponent("run").path, 65534, 65534) == 0)
+            var environment = ProcessInfo.processInfo.environment
+            environment["HOME"] = home.path
+            environment["XDG_RUNTIME_DIR"] = home.appendingPathComponent("run").path
+            for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
+                environment[variable] = home.appendingPathComponent(folder).path
+            }
+            environment["KEYCHAIN_BACKEND"] = "daemon"
+            for name in ["DISPLAY", "WAYLAND_DISPLAY", "GPG_TTY"] { environment.removeValue(forKey: name) }
+            self.environment = environment
+        }
+
+        /// Runs `executable` as nobody with this home's environment, changed by `changes` (nil removes one).
+        func run(_ executable: String, _ arguments: [String], changes: [String: String?] = [:]) throws
+            -> (status: Int32, stdout: String)
+        {
+            var environment = self.environment
+            for (name, value) in changes { environment[name] = value }
+            let output = try ChildProcess.run(
+                "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", executable] + arguments,
+                environment: environment)
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return (status, String(decoding: output.stdout, as: UTF8.self))
+        }
+
+        /// Ends nobody's keychaind and removes the home.
+        func cleanUp() {
+            _ = try? ChildProcess.run("/usr/bin/pkill", arguments: ["-KILL", "-U", "65534", "keychaind"])
+            try? FileManager.default.removeItem(at: home)
+        }
+    }
+
     @Test("finding 1: a socket directory another user made first gets no password and no request",
           .enabled(if: canRun), arguments: ["daemon", nil] as [String?])
     func foreignSocketDirectory(backend: String?) throws {
@@ -206,10 +249,7 @@ struct BoundaryTests {
         defer { home.cleanUp() }
         let pinentry = try DaemonTests.ScriptedPinentry(in: home.tool.home)
         try pinentry.answer("always", "always", "always")  // what the program would answer on its own terminal
-        var environment = home.environment
-        environment["PINENTRY_PROGRAM"] = pinentry.program.path
-        environment.removeValue(forKey: "DISPLAY")
-        environment.removeValue(forKey: "WAYLAND_DISPLAY")
+
         // A pseudo-terminal whose other end the attacking program holds (here a tmux pane it started).
         let session = "kc-pty-\(UUID().uuidString.prefix(8))"
         _ = try ChildProcess.run("/usr/bin/tmux", arguments: ["new-session", "-d", "-s", session, "sleep 120"])
@@ -218,13 +258,10 @@ struct BoundaryTests {
         let terminal = String(decoding: pane.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(terminal.hasPrefix("/dev/pts/"))
         func run(_ program: String, _ arguments: [String], stdin: String = "", tty: String? = nil) throws -> Tool.Result {
-            var env = environment
-            if let tty { env["GPG_TTY"] = tty }
-            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
-            let output = try ChildProcess.run(path, arguments: arguments, environment: env, input: Data(stdin.utf8))
-            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
-            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
-                               stderr: String(decoding: output.stderr, as: UTF8.self))
+            var changes = pinentry.environment(display: false)  // keychaind without a display of its own
+            changes["WAYLAND_DISPLAY"] = .some(nil)
+            if let tty { changes["GPG_TTY"] = tty }
+            return try home.run(program, arguments, stdin: stdin, environment: changes)
         }
         #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "PTY-CANARY").status == 0)
         let find = try run("security", ["find-generic-password", "-a", "acct", "-s", "svc", "-w"], tty: terminal)
@@ -239,40 +276,20 @@ struct BoundaryTests {
     @Test("finding 8: the keychain's own tools in a directory the user can write are trusted by digest too: a replaced security is asked about",
           .enabled(if: canRun))
     func replacedToolInUserDirectory() throws {
-        let home = URL(fileURLWithPath: "/tmp/e2e-tools-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: home) }
-        let bin = home.appendingPathComponent("bin"), runtime = home.appendingPathComponent("run")
-        for directory in [bin, runtime] {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        }
+        let nobody = try NobodyHome("e2e-tools")
+        defer { nobody.cleanUp() }
         // The user's own copy of the tools (as a build directory or ~/.local/bin holds them).
+        let bin = nobody.home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         for name in ["security", "keychaind"] {
             try FileManager.default.copyItem(at: Tool.binary.deletingLastPathComponent().appendingPathComponent(name),
                                              to: bin.appendingPathComponent(name))
         }
-        for path in [home, bin, runtime, bin.appendingPathComponent("security"), bin.appendingPathComponent("keychaind")] {
+        for path in [bin, bin.appendingPathComponent("security"), bin.appendingPathComponent("keychaind")] {
             #expect(chown(path.path, 65534, 65534) == 0)
         }
-        var environment = ProcessInfo.processInfo.environment
-        environment["HOME"] = home.path
-        environment["XDG_RUNTIME_DIR"] = runtime.path
-        for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
-            environment[variable] = home.appendingPathComponent(folder).path
-        }
-        environment["KEYCHAIN_BACKEND"] = "daemon"
-        for name in ["DISPLAY", "WAYLAND_DISPLAY", "GPG_TTY"] { environment.removeValue(forKey: name) }
         func security(_ arguments: [String]) throws -> (status: Int32, stdout: String) {
-            let output = try ChildProcess.run(
-                "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups",
-                                                bin.appendingPathComponent("security").path] + arguments,
-                environment: environment)
-            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
-            return (status, String(decoding: output.stdout, as: UTF8.self))
-        }
-        defer {
-            // keychaind of that user ends when its socket goes with the home.
-            _ = try? ChildProcess.run("/usr/bin/pkill", arguments: ["-KILL", "-f", bin.appendingPathComponent("keychaind").path])
+            try nobody.run(bin.appendingPathComponent("security").path, arguments)
         }
         #expect(try security(["add-generic-password", "-a", "a", "-s", "s", "-w", "TOOL-CANARY"]).status == 0)
         #expect(try security(["find-generic-password", "-a", "a", "-s", "s", "-w"]).stdout == "TOOL-CANARY\n")
@@ -306,11 +323,9 @@ struct BoundaryTests {
     @Test("finding 7: keychaind started with LD_PRELOAD and a PINENTRY_PROGRAM of the user's runs neither; a preloaded client is not the program it runs",
           .enabled(if: canRun && FileManager.default.isExecutableFile(atPath: "/usr/bin/cc")))
     func environmentTakeover() throws {
-        let home = URL(fileURLWithPath: "/tmp/e2e-env-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: home) }
-        let runtime = home.appendingPathComponent("run")
-        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        let nobody = try NobodyHome("e2e-env")
+        defer { nobody.cleanUp() }
+        let home = nobody.home, runtime = nobody.runtime
         // The user's own library, which notes every process it is loaded into, and its own "pinentry", which would
         // say yes to everything.
         let marks = home.appendingPathComponent("loaded"), asked = home.appendingPathComponent("asked")
@@ -334,32 +349,19 @@ struct BoundaryTests {
             while IFS= read -r line; do echo OK; [ "$line" = BYE ] && exit 0; done
             """.write(to: pinentry, atomically: true, encoding: .utf8)
         chmod(pinentry.path, 0o755)
-        for path in [home, runtime, library, pinentry] { #expect(chown(path.path, 65534, 65534) == 0) }
+        for path in [library, pinentry] { #expect(chown(path.path, 65534, 65534) == 0) }
         _ = FileManager.default.createFile(atPath: marks.path, contents: Data())
         _ = FileManager.default.createFile(atPath: asked.path, contents: Data())
         chmod(marks.path, 0o666)
         chmod(asked.path, 0o666)
-        var environment = ProcessInfo.processInfo.environment
-        environment["HOME"] = home.path
-        environment["XDG_RUNTIME_DIR"] = runtime.path
-        for (variable, folder) in [("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")] {
-            environment[variable] = home.appendingPathComponent(folder).path
-        }
-        environment["KEYCHAIN_BACKEND"] = "daemon"
-        environment["LD_PRELOAD"] = library.path
-        environment["PINENTRY_PROGRAM"] = pinentry.path
-        environment["DISPLAY"] = ":kc-test"
+        // Started with the user's library preloaded, the user's own pinentry and a display.
+        let attack: [String: String?] = ["LD_PRELOAD": library.path, "PINENTRY_PROGRAM": pinentry.path, "DISPLAY": ":kc-test"]
         func run(_ program: String, _ arguments: [String], preload: Bool = true) throws -> (status: Int32, stdout: String) {
-            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
-            var environment = environment
-            if !preload { environment.removeValue(forKey: "LD_PRELOAD") }
-            let output = try ChildProcess.run(
-                "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", path] + arguments,
-                environment: environment)
-            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
-            return (status, String(decoding: output.stdout, as: UTF8.self))
+            var changes = attack
+            if !preload { changes["LD_PRELOAD"] = .some(nil) }
+            return try nobody.run(Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path, arguments,
+                                  changes: changes)
         }
-        defer { _ = try? ChildProcess.run("/usr/bin/pkill", arguments: ["-KILL", "-U", "65534", "keychaind"]) }
         // security starts keychaind on demand, with this environment; then stores an item, itself unaltered.
         #expect(try run("security", ["list-keychains"]).status == 0)
         #expect(try run("security", ["add-generic-password", "-a", "a", "-s", "s", "-w", "ENV-CANARY"], preload: false).status == 0)

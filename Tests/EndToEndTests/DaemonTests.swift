@@ -45,6 +45,21 @@ struct DaemonTests {
                                stderr: String(decoding: output.stderr, as: UTF8.self))
         }
 
+        /// Runs one of the built programs with this home's environment, changed by `changes` (nil removes one).
+        func run(_ program: String, _ arguments: [String], stdin: String = "",
+                 environment changes: [String: String?]) throws -> Tool.Result {
+            var environment = self.environment
+            for (name, value) in changes { environment[name] = value }
+            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let output = try ChildProcess.run(path, arguments: arguments, environment: environment, input: Data(stdin.utf8))
+            let status: Int32 = switch output.termination {
+            case .exited(let code): code
+            case .signalled(let signal): 128 + signal
+            }
+            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+
         /// The daemon's pid, from its lock file.
         var daemonPID: pid_t? {
             let directory = tool.home.appendingPathComponent("run/keychain")
@@ -529,6 +544,11 @@ struct DaemonTests {
             chmod(program.path, 0o755)
         }
 
+        /// The variables that make keychaind ask through this pinentry on a display of its own (none: no display).
+        func environment(display: Bool = true) -> [String: String?] {
+            ["PINENTRY_PROGRAM": program.path, "DISPLAY": display ? ":kc-test" : nil]
+        }
+
         func answer(_ lines: String...) throws {
             try lines.map { $0 + "\n" }.joined().write(to: answers, atomically: true, encoding: .utf8)
         }
@@ -547,17 +567,9 @@ struct DaemonTests {
         let home = try DaemonHome()
         defer { home.cleanUp() }
         let pinentry = try ScriptedPinentry(in: home.tool.home)
-        var environment = home.environment
-        environment["PINENTRY_PROGRAM"] = pinentry.program.path  // the daemon's, from its start
-        environment["DISPLAY"] = ":kc-test"  // the client's display: where the daemon would show the question
+        // keychaind's pinentry and display come from the environment it is started with (by the first command).
         func run(_ program: String, _ arguments: [String], stdin: String = "", display: Bool = true) throws -> Tool.Result {
-            var env = environment
-            if !display { env.removeValue(forKey: "DISPLAY") }
-            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
-            let output = try ChildProcess.run(path, arguments: arguments, environment: env, input: Data(stdin.utf8))
-            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
-            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
-                               stderr: String(decoding: output.stderr, as: UTF8.self))
+            try home.run(program, arguments, stdin: stdin, environment: pinentry.environment(display: display))
         }
         let find = ["find-generic-password", "-a", "acct", "-s", "svc", "-w"]
         #expect(try run("keychain-example", ["set", "svc", "acct"], stdin: "example's").status == 0)
@@ -608,17 +620,9 @@ struct DaemonTests {
         let home = try DaemonHome()
         defer { home.cleanUp() }
         let pinentry = try ScriptedPinentry(in: home.tool.home)
-        var environment = home.environment
-        environment["PINENTRY_PROGRAM"] = pinentry.program.path
-        environment["DISPLAY"] = ":kc-test"
+        // keychaind's pinentry and display come from the environment it is started with (by the first command).
         func run(_ program: String, _ arguments: [String], stdin: String = "", display: Bool = true) throws -> Tool.Result {
-            var env = environment
-            if !display { env.removeValue(forKey: "DISPLAY") }
-            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
-            let output = try ChildProcess.run(path, arguments: arguments, environment: env, input: Data(stdin.utf8))
-            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
-            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
-                               stderr: String(decoding: output.stderr, as: UTF8.self))
+            try home.run(program, arguments, stdin: stdin, environment: pinentry.environment(display: display))
         }
         // A keychaind started where there is no display: nobody to ask, errSecInteractionNotAllowed, and the item is
         // as it was.
