@@ -32,17 +32,7 @@ struct DaemonTests {
         @discardableResult
         func run(_ program: String = "security", _ arguments: String..., stdin: String = "",
                  backend: String = "daemon") throws -> Tool.Result {
-            var environment = self.environment
-            environment["KEYCHAIN_BACKEND"] = backend
-            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
-            let output = try ChildProcess.run(path, arguments: arguments, environment: environment,
-                                              input: Data(stdin.utf8))
-            let status: Int32 = switch output.termination {
-            case .exited(let code): code
-            case .signalled(let signal): 128 + signal
-            }
-            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
-                               stderr: String(decoding: output.stderr, as: UTF8.self))
+            try run(program, arguments, stdin: stdin, environment: ["KEYCHAIN_BACKEND": backend])
         }
 
         /// Runs one of the built programs with this home's environment, changed by `changes` (nil removes one).
