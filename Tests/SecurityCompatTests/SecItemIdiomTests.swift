@@ -52,6 +52,35 @@ extension SecurityCompatSuite {
             #expect(SecItemDelete(match as CFDictionary) == errSecItemNotFound)
         }
 
+        @Test("NSString keys are their strings, as on Apple platforms: results read with kSec… keys, NSDictionary equality, mixed keys")
+        func nsStringKeys() throws {
+            let service = "compat-\(UUID().uuidString)"
+            // A query whose keys are the constants themselves (CFString = NSString) beside String keys.
+            let add: [AnyHashable: Any] = [
+                kSecClass: kSecClassGenericPassword, kSecAttrService as String: service, kSecAttrAccount: "alice",
+                kSecValueData: Data("s3cret".utf8),
+            ]
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            defer { _ = SecItemDelete([kSecClass: kSecClassGenericPassword, kSecAttrService: service] as CFDictionary) }
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                kSecReturnAttributes as String: true, kSecReturnData as String: true,
+            ]
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+            // Read back with the constants as keys, the way wrapper libraries do.
+            let attributes = try #require(result as? [AnyHashable: Any])
+            #expect(attributes[kSecAttrAccount] as? String == "alice")
+            #expect(attributes[kSecAttrService as String] as? String == service)
+            #expect((attributes[kSecValueData] as? Data).map { String(decoding: $0, as: UTF8.self) } == "s3cret")
+            let dictionary = try #require(result as? NSDictionary)
+            #expect(dictionary[kSecAttrAccount] as? String == "alice")
+            // A query compared with itself through NSDictionary, as caching wrappers do.
+            #expect(NSDictionary(dictionary: query).isEqual(to: query))
+            #expect(AnyHashable(kSecAttrAccount) == AnyHashable("acct"))
+            #expect(Set<AnyHashable>([kSecClass, "class"]).count == 1)
+        }
+
         @Test("attributes and data together come back as a dictionary; limit all as an array of dictionaries")
         func resultShapes() throws {
             let service = "compat-\(UUID().uuidString)"
