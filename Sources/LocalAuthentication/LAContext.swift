@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import Security
+import Synchronization
 
 // LocalAuthentication on Linux. The "device owner" is whoever knows the keychain password (the passcode here);
 // there is no biometric sensor or paired watch, so those policies report biometryNotAvailable, as a Mac without
@@ -67,7 +68,8 @@ public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?
 /// The authentication context: pass it as `kSecUseAuthenticationContext` so that one successful evaluation (or an
 /// application password set on it) satisfies the keychain items that ask for it.
 open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Sendable {
-    // SAFETY: every mutable state lives in `engine`, which is Sendable.
+    // SAFETY: every mutable state lives in `engine` (Sendable) or behind `titles`' lock; an open NSObject subclass
+    // cannot be checked Sendable by the compiler.
     package let engine: AuthenticationContext
 
     public override init() {
@@ -85,8 +87,17 @@ open class LAContext: NSObject, AuthenticationContextProviding, @unchecked Senda
         get { engine.localizedReason }
         set { engine.localizedReason = newValue }
     }
-    open var localizedFallbackTitle: String?
-    open var localizedCancelTitle: String?
+    /// The button titles (pinentry has no place for them; kept for code that sets and reads them), under a lock:
+    /// with `engine`, they are all the state there is.
+    private let titles = Mutex<(fallback: String?, cancel: String?)>((nil, nil))
+    open var localizedFallbackTitle: String? {
+        get { titles.withLock { $0.fallback } }
+        set { titles.withLock { $0.fallback = newValue } }
+    }
+    open var localizedCancelTitle: String? {
+        get { titles.withLock { $0.cancel } }
+        set { titles.withLock { $0.cancel = newValue } }
+    }
     open var interactionNotAllowed: Bool {
         get { engine.interactionNotAllowed }
         set { engine.interactionNotAllowed = newValue }

@@ -61,3 +61,14 @@ struct SecretSessionCryptoTests {
         }
     }
 }
+
+@Suite("Secret Service prompts")
+struct SecretServicePromptOrderTests {
+    @Test("prompts are numbered by their counter, so the oldest is p9 before p10 (not the string order)")
+    func promptOrder() {
+        let paths = ["p10", "p9", "p100", "p11"].map { SecretServiceServer.promptPrefix + $0 }
+        #expect(paths.min { SecretServiceServer.promptNumber($0) < SecretServiceServer.promptNumber($1) }
+                == SecretServiceServer.promptPrefix + "p9")
+        #expect(paths.sorted().first == SecretServiceServer.promptPrefix + "p10")  // what a string sort would evict
+    }
+}
