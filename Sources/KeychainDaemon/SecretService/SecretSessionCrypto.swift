@@ -1,6 +1,7 @@
 import Crypto
 import Dispatch
 import Foundation
+import KeychainCore
 import Synchronization
 import _CryptoExtras
 
@@ -15,9 +16,14 @@ struct SecretSessionCipher: Sendable {
     /// Answers a client's public key (big-endian, any length): our public key (128 bytes) and the session's cipher.
     static func negotiate(clientPublicKey: [UInt8]) -> (publicKey: [UInt8], cipher: SecretSessionCipher)? {
         guard let peer = ModP1024.number(bigEndian: clientPublicKey), ModP1024.isValidPublic(peer) else { return nil }
-        let (exponent, publicKey) = SessionKeyPool.take()
-        let shared = ModP1024.bytes(ModP1024.power(peer, exponent, bits: 256))
+        var (exponent, publicKey) = SessionKeyPool.take()
+        var power = ModP1024.power(peer, exponent, bits: 256)
+        var shared = ModP1024.bytes(power)
         let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: shared), outputByteCount: 16)
+        // Our private exponent and the shared secret are not kept past this call.
+        ModP1024.wipe(&exponent)
+        ModP1024.wipe(&power)
+        shared.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
         return (ModP1024.bytes(publicKey), SecretSessionCipher(key: key))
     }
 
@@ -190,7 +196,25 @@ enum ModP1024 {
                 }
             }
         }
-        return t.0 != 0 || !isLess(result, prime) ? subtract(result, prime) : result
+        // The final subtraction, without a branch on the value: result − p is taken when the product overflowed
+        // (t.0 is 1) or result ≥ p (no borrow), picked by a mask.
+        var difference = result
+        var borrow: UInt64 = 0
+        for i in 0..<limbs {
+            let (d1, o1) = result[i].subtractingReportingOverflow(prime[i])
+            let (d2, o2) = d1.subtractingReportingOverflow(borrow)
+            difference[i] = d2
+            borrow = UInt64(o1 ? 1 : 0) | UInt64(o2 ? 1 : 0)
+        }
+        let takeDifference = ((t.0 | (0 &- t.0)) >> 63) | (borrow ^ 1)
+        let mask = 0 &- takeDifference
+        for i in 0..<limbs { result[i] = (difference[i] & mask) | (result[i] & ~mask) }
+        return result
+    }
+
+    /// Zeroes a number that held a secret (a private exponent, a shared value).
+    static func wipe(_ number: inout Number) {
+        number.withUnsafeMutableBytes { if let base = $0.baseAddress { KeychainCore.wipe(base, $0.count) } }
     }
 
     /// base^exponent mod p for an exponent below 2^bits (a multiple of 4): a fixed 4-bit window, so every four bits
