@@ -66,7 +66,8 @@ struct BoundaryTests {
         }
         if let backend { environment["KEYCHAIN_BACKEND"] = backend }
         let output = try ChildProcess.run(
-            "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", Tool.binary.path] + arguments,
+            "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                            Tool.binariesForOtherUsers.appendingPathComponent("security").path] + arguments,
             environment: environment)
         let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
         return (status, String(decoding: output.stderr, as: UTF8.self))
@@ -359,7 +360,7 @@ struct BoundaryTests {
         func run(_ program: String, _ arguments: [String], preload: Bool = true) throws -> (status: Int32, stdout: String) {
             var changes = attack
             if !preload { changes["LD_PRELOAD"] = .some(nil) }
-            return try nobody.run(Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path, arguments,
+            return try nobody.run(Tool.binariesForOtherUsers.appendingPathComponent(program).path, arguments,
                                   changes: changes)
         }
         // security starts keychaind on demand, with this environment; then stores an item, itself unaltered.
@@ -388,4 +389,31 @@ struct BoundaryTests {
 
     /// Tries per attack: CI runs each variant this often (the bar is 0 wins in 200 over both paths).
     static let attempts = 100
+}
+
+extension Tool {
+    /// The package's executables where another user (nobody) can run them: the build folder itself when every
+    /// directory above it lets others through, else copies in a directory of root's under /tmp, made once (a
+    /// checkout in a private directory would otherwise fail every test that runs as another user).
+    static var binariesForOtherUsers: URL { stagedBinaries }
+
+    private static let stagedBinaries: URL = {
+        let built = binary.deletingLastPathComponent()
+        var current = built.path
+        var reachable = true
+        while current != "/" && !current.isEmpty {
+            var info = stat()
+            if stat(current, &info) != 0 || info.st_mode & 0o001 == 0 { reachable = false; break }
+            current = (current as NSString).deletingLastPathComponent
+        }
+        if reachable { return built }
+        let staged = URL(fileURLWithPath: "/tmp/kc-e2e-binaries-\(getpid())")
+        try? FileManager.default.createDirectory(at: staged, withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o755])
+        for name in ["security", "keychaind", "keychain-embedded", "keychain-example", "git-credential-keychain",
+                     "docker-credential-keychain"] {
+            try? FileManager.default.copyItem(at: built.appendingPathComponent(name), to: staged.appendingPathComponent(name))
+        }
+        return staged
+    }()
 }

@@ -409,7 +409,8 @@ extension ProcessHardeningTests {
         environment.removeValue(forKey: "KEYCHAIN_BACKEND")
         var input = try ChildPipe()
         let child = try ChildProcess.spawn(
-            "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", Tool.binary.path,
+            "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                            Tool.binariesForOtherUsers.appendingPathComponent("security").path,
                                             "add-generic-password", "-a", "dump", "-s", "dump", "-w"],
             environment: environment, stdin: input.childEnd)
         input.closeChildEnd()
@@ -455,7 +456,7 @@ extension ProcessHardeningTests {
         }
         environment["KEYCHAIN_BACKEND"] = "daemon"
         func run(_ program: String, _ arguments: [String], input: String = "") throws -> (Int32, String, String) {
-            let path = Tool.binary.deletingLastPathComponent().appendingPathComponent(program).path
+            let path = Tool.binariesForOtherUsers.appendingPathComponent(program).path
             let output = try ChildProcess.run(
                 "/usr/bin/setpriv", arguments: ["--reuid=65534", "--regid=65534", "--clear-groups", path] + arguments,
                 environment: environment, input: Data(input.utf8))
