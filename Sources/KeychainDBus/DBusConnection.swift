@@ -301,14 +301,26 @@ public final class DBusConnection: @unchecked Sendable {
         thread.start()
     }
 
-    /// Reads one whole message. A message we cannot accept ends the connection (the stream cannot be resynchronized).
+    /// The largest message this connection takes in whole; a larger one has its header read and its body skipped
+    /// (``DBusMessage/bodyTooLarge``), so it costs no more memory than a chunk and leaves the connection up.
+    public var maximumMessageSize: Int {
+        get { condition.lock(); defer { condition.unlock() }; return acceptedSize }
+        set { condition.lock(); acceptedSize = min(newValue, DBusMessage.maximumSize); condition.unlock() }
+    }
+    private var acceptedSize = DBusMessage.maximumSize
+
+    /// Reads one whole message. A message we cannot parse ends the connection (the stream cannot be resynchronized).
     private func readMessage() throws(Failure) -> DBusMessage {
         while true {
             if buffer.count >= 16 {
-                guard let length = DBusMessage.frameLength(buffer[..<16]) else {
+                guard let (header, body) = DBusMessage.lengths(buffer[..<16]) else {
                     throw Failure("malformed message from the bus")
                 }
-                if buffer.count >= length {
+                if header + body > maximumMessageSize {
+                    guard header <= 1 << 16 else { throw Failure("a message from the bus with oversized header fields") }
+                    if buffer.count >= header { return try skipBody(header: header, body: body) }
+                } else if buffer.count >= header + body {
+                    let length = header + body
                     let frame = Array(buffer[..<length])
                     buffer.removeFirst(length)
                     do {
@@ -323,24 +335,50 @@ public final class DBusConnection: @unchecked Sendable {
                 }
             }
             var chunk = [UInt8](repeating: 0, count: 65536)
-            let n: Int
-            if passesFileDescriptors {
-                var fds = [Int32](repeating: -1, count: Self.maximumFileDescriptors * 4)
-                var count: Int32 = 0
-                n = chunk.withUnsafeMutableBytes { raw in
-                    ckeychain_recv_with_fds(fd, raw.baseAddress, raw.count, &fds, Int32(fds.count), &count)
-                }
-                receivedFDs += fds.prefix(Int(max(0, count))).map { UnixFileDescriptor(taking: $0) }
-                guard receivedFDs.count <= Self.maximumFileDescriptors * 4 else {
-                    throw Failure("more file descriptors than the messages claim")
-                }
-            } else {
-                n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
-            }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { throw Failure("the bus connection is closed") }
+            guard let n = try receive(into: &chunk, upTo: chunk.count) else { continue }
             buffer.append(contentsOf: chunk[..<n])
         }
+    }
+
+    /// One read from the bus of at most `limit` bytes into `chunk`, taking the descriptors that come with them; nil
+    /// when interrupted.
+    private func receive(into chunk: inout [UInt8], upTo limit: Int) throws(Failure) -> Int? {
+        let n: Int
+        if passesFileDescriptors {
+            var fds = [Int32](repeating: -1, count: Self.maximumFileDescriptors * 4)
+            var count: Int32 = 0
+            n = chunk.withUnsafeMutableBytes { raw in
+                ckeychain_recv_with_fds(fd, raw.baseAddress, limit, &fds, Int32(fds.count), &count)
+            }
+            receivedFDs += fds.prefix(Int(max(0, count))).map { UnixFileDescriptor(taking: $0) }
+            guard receivedFDs.count <= Self.maximumFileDescriptors * 4 else {
+                throw Failure("more file descriptors than the messages claim")
+            }
+        } else {
+            n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, limit, 0) }
+        }
+        if n < 0, errno == EINTR { return nil }
+        guard n > 0 else { throw Failure("the bus connection is closed") }
+        return n
+    }
+
+    /// A message too large to keep: its header decoded, its body read and dropped as it arrives.
+    private func skipBody(header: Int, body: Int) throws(Failure) -> DBusMessage {
+        var message: DBusMessage
+        do { message = try DBusMessage.decodeHeader(Array(buffer[..<header])) } catch {
+            throw Failure("malformed message from the bus: \(error.reason)")
+        }
+        var remaining = header + body
+        let held = min(buffer.count, remaining)
+        buffer.removeFirst(held)
+        remaining -= held
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while remaining > 0 {
+            guard let n = try receive(into: &chunk, upTo: min(remaining, chunk.count)) else { continue }
+            remaining -= n
+        }
+        try claimFileDescriptors(of: &message)  // handed to the message, closed with it
+        return message
     }
 
     /// Hands a message the descriptors its header announces, in the order they came. Descriptors on a connection

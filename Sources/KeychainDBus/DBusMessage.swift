@@ -27,6 +27,9 @@ public struct DBusMessage: Sendable, Hashable {
     public var destination: String?
     public var sender: String?
     public var body: [DBusValue] = []
+    /// Set on a message whose body was larger than the connection accepts: its header was read, its body skipped
+    /// unread (the receiver answers it with an error; the connection stays up).
+    public var bodyTooLarge = false
     /// The number of file descriptors the header says came with the message (its UNIX_FDS field).
     public var unixFDs: UInt32 = 0
     /// The file descriptors that came with the message (an `h` value is an index into them), or go with it: only on
@@ -141,6 +144,13 @@ public struct DBusMessage: Sendable, Hashable {
     /// The total size of the message whose first 16 bytes are `prefix`, or nil when those bytes cannot start a
     /// message we accept (bad byte order mark, version, or a size over the limit): the connection is then dropped.
     public static func frameLength(_ prefix: ArraySlice<UInt8>) -> Int? {
+        guard let (header, body) = lengths(prefix), header + body <= maximumSize else { return nil }
+        return header + body
+    }
+
+    /// The length of the header (fixed part and fields, padded to 8) and of the body that `prefix` announces, up to
+    /// the specification's limit of 128 MiB; nil for what cannot start a message.
+    public static func lengths(_ prefix: ArraySlice<UInt8>) -> (header: Int, body: Int)? {
         guard prefix.count >= 16 else { return nil }
         let start = prefix.startIndex
         let bigEndian: Bool
@@ -154,17 +164,34 @@ public struct DBusMessage: Sendable, Hashable {
             let b = prefix[(start + at)..<(start + at + 4)].map(Int.init)
             return bigEndian ? b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3] : b[3] << 24 | b[2] << 16 | b[1] << 8 | b[0]
         }
-        let bodyLength = word(4), fieldsLength = word(12)
-        guard bodyLength <= maximumSize, fieldsLength <= maximumSize else { return nil }
-        let headerEnd = 16 + fieldsLength
-        let total = (headerEnd + 7) / 8 * 8 + bodyLength
-        return total <= maximumSize ? total : nil
+        let body = word(4), fields = word(12)
+        let header = (16 + fields + 7) / 8 * 8
+        guard header + body <= 128 << 20 else { return nil }
+        return (header, body)
+    }
+
+    /// The header of a message whose body is not kept (`header` is its first ``lengths(_:)``.header bytes): kind,
+    /// flags, serial and fields, with an empty body, marked ``bodyTooLarge``.
+    public static func decodeHeader(_ header: [UInt8]) throws(DBusReader.Malformed) -> DBusMessage {
+        var message = try decode(header, headerOnly: true)
+        message.bodyTooLarge = true
+        return message
     }
 
     /// Decodes one complete message (exactly `bytes`). Anything malformed throws; nothing traps.
     public static func decode(_ bytes: [UInt8]) throws(DBusReader.Malformed) -> DBusMessage {
-        guard let length = frameLength(bytes[...]), length == bytes.count else {
-            throw DBusReader.Malformed(reason: "bad message header or length")
+        try decode(bytes, headerOnly: false)
+    }
+
+    private static func decode(_ bytes: [UInt8], headerOnly: Bool) throws(DBusReader.Malformed) -> DBusMessage {
+        if headerOnly {
+            guard let (header, _) = lengths(bytes[...]), header == bytes.count else {
+                throw DBusReader.Malformed(reason: "bad message header")
+            }
+        } else {
+            guard let length = frameLength(bytes[...]), length == bytes.count else {
+                throw DBusReader.Malformed(reason: "bad message header or length")
+            }
         }
         let bigEndian = bytes[0] == UInt8(ascii: "B")
         guard let kind = Kind(rawValue: bytes[1]) else { throw DBusReader.Malformed(reason: "unknown message type") }
@@ -201,6 +228,7 @@ public struct DBusMessage: Sendable, Hashable {
         case .methodReturn: guard message.replySerial != nil else { throw DBusReader.Malformed(reason: "reply without reply serial") }
         }
         try reader.align(8)
+        if headerOnly { return message }
         guard reader.offset + bodyLength == bytes.count else { throw DBusReader.Malformed(reason: "body length") }
         var body = DBusReader(bytes, bigEndian: bigEndian, offset: reader.offset, origin: reader.offset)
         let types: [String]

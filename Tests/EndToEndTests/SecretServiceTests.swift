@@ -460,4 +460,34 @@ struct SecretServiceTests {
             """)
         #expect(reread.stdout == "['DBUS-EXEC-CANARY']\n", "\(reread.stderr)")
     }
+
+    /// Sends a 40 MiB call (a byte array) to the Secret Service and prints the reply's error name.
+    static let oversizedCall = """
+        from jeepney import DBusAddress, new_method_call
+        from jeepney.io.blocking import open_dbus_connection
+        connection = open_dbus_connection(bus="SESSION")
+        service = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
+                              interface="org.freedesktop.Secret.Service")
+        call = new_method_call(service, "OpenSession", "sv", ("plain", ("ay", bytes(40 << 20))))
+        reply = connection.send_and_get_reply(call, timeout=60)
+        print(reply.header.fields.get(4, "no error"))
+        """
+
+    @Test("a 40 MiB call gets LimitsExceeded; keychaind stays on the bus and its memory does not grow with it",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func oversizedMessage() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let pid = try #require(desktop.daemon?.processIdentifier)
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Big", "size", "small", stdin: "kept").status == 0)
+        let before = DaemonResourceTests.residentKiB(pid)
+        let script = desktop.home.tool.home.appendingPathComponent("oversized.py")
+        try Self.oversizedCall.write(to: script, atomically: true, encoding: .utf8)
+        let result = try desktop.run("/usr/bin/env", "python3", script.path)
+        #expect(result.stdout.contains("org.freedesktop.DBus.Error.LimitsExceeded"), "\(result.stdout) \(result.stderr)")
+        let after = DaemonResourceTests.residentKiB(pid)
+        #expect(after - before < 32 * 1024, "resident \(before) KiB before, \(after) KiB after")
+        // Still the Secret Service: the next client is served.
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "size", "small").stdout == "kept")
+    }
 }

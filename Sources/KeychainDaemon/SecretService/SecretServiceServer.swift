@@ -99,7 +99,12 @@ public final class SecretServiceServer: Sendable {
 
     /// Takes the name `org.freedesktop.secrets` (with `replace`, from its current owner if that one allows it) and
     /// serves it. Another owner: an error naming the problem, as gnome-keyring-daemon would be left running.
+    /// The largest call kept whole: a secret (4 MiB at most) with its session's padding, attributes and label.
+    /// A larger one is answered LimitsExceeded without being read into memory, and the bus connection stays.
+    static let maximumMessageSize = 8 << 20
+
     public func start(replace: Bool, onClose: @escaping @Sendable () -> Void = {}) throws(StartError) {
+        connection.maximumMessageSize = Self.maximumMessageSize
         let flags: UInt32 = 0x4 | (replace ? 0x2 : 0)  // DO_NOT_QUEUE, REPLACE_EXISTING
         do {
             let reply = try connection.call(.methodCall(
@@ -201,6 +206,10 @@ public final class SecretServiceServer: Sendable {
     }
 
     private func route(_ message: DBusMessage) throws -> [DBusValue] {
+        guard !message.bodyTooLarge else {
+            throw Failure(name: "org.freedesktop.DBus.Error.LimitsExceeded",
+                          message: "a message larger than \(Self.maximumMessageSize >> 20) MiB: more than a keychain item holds")
+        }
         guard let path = message.path, let member = message.member, let sender = message.sender else {
             throw Failure.invalidArgs("incomplete call")
         }
