@@ -6,7 +6,8 @@ import Logging
 import Synchronization
 
 extension KeychainFile {
-    /// How often a write that read its rows outside the transaction (to ask with nothing held) starts again when
+    /// How often a write that read its rows outside the transaction (so that slow work, an application password's
+    /// KDF, holds no transaction) starts again when
     /// another writer changed them meanwhile. Each retry means another writer made progress, so this bounds the
     /// wait under contention, not correctness.
     static let optimisticAttempts = 8
@@ -85,8 +86,8 @@ extension KeychainFile {
         let newItem = try seal(item, secret: query.valueData ?? SecretBytes(Data()), generation: 1,
                                applicationPassword: applicationPasswordForWriting(item, query, grants: grants))
         for _ in 0..<Self.optimisticAttempts {
-            // A duplicate that may ask is read and prepared with nothing held; one that cannot ask (the common
-            // case) is updated inside the transaction itself, so racing writers always make progress.
+            // A duplicate that may need more than the call brings is read and prepared with nothing held; one that
+            // cannot (the common case) is updated inside the transaction itself, so racing writers always make progress.
             let existing = try read { db in try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow() }
             var prepared: SealedItem?
             if let row = existing {
