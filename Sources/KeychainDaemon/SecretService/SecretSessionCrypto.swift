@@ -149,16 +149,19 @@ enum ModP1024 {
         return false
     }
 
-    static func subtract(_ a: Number, _ b: Number) -> Number {
+    static func subtract(_ a: Number, _ b: Number) -> Number { subtractWithBorrow(a, b).difference }
+
+    /// a − b, and 1 when it went below zero (a < b), else 0.
+    static func subtractWithBorrow(_ a: Number, _ b: Number) -> (difference: Number, borrow: UInt64) {
         var out = a
         var borrow: UInt64 = 0
         for i in 0..<limbs {
             let (d1, o1) = a[i].subtractingReportingOverflow(b[i])
             let (d2, o2) = d1.subtractingReportingOverflow(borrow)
             out[i] = d2
-            borrow = (o1 ? 1 : 0) + (o2 ? 1 : 0)
+            borrow = UInt64(o1 ? 1 : 0) | UInt64(o2 ? 1 : 0)
         }
-        return out
+        return (out, borrow)
     }
 
     /// a·b·R⁻¹ mod p (CIOS Montgomery multiplication), in one scratch buffer.
@@ -198,14 +201,7 @@ enum ModP1024 {
         }
         // The final subtraction, without a branch on the value: result − p is taken when the product overflowed
         // (t.0 is 1) or result ≥ p (no borrow), picked by a mask.
-        var difference = result
-        var borrow: UInt64 = 0
-        for i in 0..<limbs {
-            let (d1, o1) = result[i].subtractingReportingOverflow(prime[i])
-            let (d2, o2) = d1.subtractingReportingOverflow(borrow)
-            difference[i] = d2
-            borrow = UInt64(o1 ? 1 : 0) | UInt64(o2 ? 1 : 0)
-        }
+        let (difference, borrow) = subtractWithBorrow(result, prime)
         let takeDifference = ((t.0 | (0 &- t.0)) >> 63) | (borrow ^ 1)
         let mask = 0 &- takeDifference
         for i in 0..<limbs { result[i] = (difference[i] & mask) | (result[i] & ~mask) }
