@@ -357,7 +357,7 @@ struct DaemonTests {
             command: "env \(variables) \(example) get svc acct > \(output.path); echo $? >> \(output.path); sleep 120")
         defer { terminal.close() }
         let screen = terminal.waitForScreen(containing: "Password:")
-        #expect(screen.contains("wants to use the keychain"))
+        #expect(TmuxTerminal.words(of: screen).contains("wants to use the keychain “work”"), "\(screen)")
         #expect(try terminal.enterPassword("pw"), "\(terminal.screen())")
         var result = ""
         _ = terminal.waitUntil(seconds: 60) {

@@ -515,7 +515,7 @@ struct PinentryTmuxTests {
         defer { try? FileManager.default.removeItem(at: tool.home) }
         #expect(try tool.run("create-keychain", "-p", "hunter2", "work").status == 0)
         let (right, screen) = try unlock(tool, password: "hunter2")
-        #expect(screen.contains("Enter the password to unlock the keychain work."))
+        #expect(TmuxTerminal.words(of: screen).contains("Enter the password to unlock the keychain work."))
         #expect(right == 0)
         let (wrong, wrongScreen) = try unlock(tool, password: "nope")
         #expect(wrong == 51, "\(wrongScreen)")

@@ -83,6 +83,12 @@ struct TmuxTerminal {
 
     func close() { _ = try? Self.tmux("kill-session", "-t", name) }
 
+    /// The words of a captured screen as one line: a dialog wraps its text where the terminal's width falls (a long
+    /// program path moves every later word), so tests look for phrases in this, not in the raw screen.
+    static func words(of screen: String) -> String {
+        screen.split(whereSeparator: { $0.isWhitespace || "│┌┐└┘─".contains($0) }).joined(separator: " ")
+    }
+
     /// Polls `condition` every 100 ms until it holds or `seconds` pass.
     func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
