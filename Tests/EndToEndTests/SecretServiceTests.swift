@@ -490,4 +490,51 @@ struct SecretServiceTests {
         // Still the Secret Service: the next client is served.
         #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "size", "small").stdout == "kept")
     }
+
+    /// Takes org.freedesktop.systemd1 on the session bus (as any program can when no systemd user manager runs),
+    /// then never answers: every call to it waits for the caller's timeout. Writes the file named by its argument
+    /// once it owns the name.
+    static let systemdSquatter = """
+        import sys
+        from jeepney.bus_messages import message_bus
+        from jeepney.io.blocking import open_dbus_connection
+        connection = open_dbus_connection(bus="SESSION")
+        connection.send_and_get_reply(message_bus.RequestName("org.freedesktop.systemd1"))
+        open(sys.argv[1], "w").write("owned")
+        while True:
+            connection.receive()
+        """
+
+    @Test("issue 22 finding 2: a program squatting org.freedesktop.systemd1 holds up no lookup, its own or anyone else's",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func squattedSystemdName() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")  // no DISPLAY: keychaind would look for one at systemd's manager
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Open", "service", "open", stdin: "visible").status == 0)
+        // A second keychain, locked: every search over the collections meets it and looks for a display to ask on.
+        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "vault").status == 0)
+        #expect(try desktop.run("security", "lock-keychain", "vault").status == 0)
+
+        let script = desktop.home.tool.home.appendingPathComponent("squatter.py")
+        let owned = desktop.home.tool.home.appendingPathComponent("squatter-owns")
+        try Self.systemdSquatter.write(to: script, atomically: true, encoding: .utf8)
+        let squatter = try ChildProcess.spawn("/usr/bin/env", arguments: ["python3", script.path, owned.path],
+                                              environment: desktop.environment)
+        defer { squatter.send(SIGKILL); _ = squatter.wait() }
+        for _ in 0..<300 where !FileManager.default.fileExists(atPath: owned.path) { usleep(20_000) }
+        try #require(FileManager.default.fileExists(atPath: owned.path), "the squatter never owned the name")
+
+        // Three lookups at once. Before the fix each waited 25 s for the squatter, one after another (75 s).
+        let started = Date()
+        let answers = Mutex<[String]>([])
+        let environment = desktop.environment
+        DispatchQueue.concurrentPerform(iterations: 3) { _ in
+            let lookup = try? ChildProcess.run("/usr/bin/secret-tool", arguments: ["lookup", "service", "open"],
+                                               environment: environment)
+            answers.withLock { $0.append(lookup.map { String(decoding: $0.stdout, as: UTF8.self) } ?? "failed") }
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(answers.withLock { $0 } == ["visible", "visible", "visible"])
+        #expect(elapsed < 15, "three lookups took \(elapsed) s")
+    }
 }

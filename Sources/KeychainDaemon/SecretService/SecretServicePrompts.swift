@@ -86,23 +86,44 @@ extension SecretServiceServer {
     /// the display exists). nil when there is no display: nobody can be asked.
     func desktopPrompter() -> (any Prompter)? {
         var environment = self.environment
-        let names = ["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"]
         if environment["DISPLAY"] == nil, environment["WAYLAND_DISPLAY"] == nil {
-            var ask = DBusMessage.methodCall(destination: "org.freedesktop.systemd1", path: "/org/freedesktop/systemd1",
-                                             interface: Self.propertiesInterface, member: "Get",
-                                             body: [.string("org.freedesktop.systemd1.Manager"), .string("Environment")])
-            ask.flags.insert(.noAutoStart)  // only a manager that runs: never start one to ask it
-            let reply = try? connection.call(ask)
-            if case .variant(let value)? = reply?.body.first, let entries = value.arrayElements {
-                for case .string(let entry) in entries {
-                    let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
-                    if parts.count == 2, names.contains(parts[0]) { environment[parts[0]] = parts[1] }
-                }
-            }
+            environment.merge(managerDisplayEnvironment()) { own, _ in own }
         }
         guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else { return nil }
         return PinentryPrompter(program: KeychainDaemonServer.pinentryProgram(environment),
                                 environment: KeychainDaemonServer.pinentryEnvironment(environment))
+    }
+
+    /// How long keychaind waits for the bus daemon or systemd's manager to answer a question about the display.
+    static let managerPatience: Double = 2
+
+    /// DISPLAY, WAYLAND_DISPLAY and XAUTHORITY as systemd's user manager holds them, asked of the manager only: when
+    /// no manager runs, any program can own `org.freedesktop.systemd1` on the session bus, and one that never
+    /// answers would hold every search of a locked keychain for the bus's 25 s. So the name's owner must be
+    /// systemd itself (its executable root's and named `systemd`), and it gets two seconds.
+    func managerDisplayEnvironment() -> [String: String] {
+        let manager = "org.freedesktop.systemd1"
+        let bus = "org.freedesktop.DBus"
+        guard let owner = try? connection.call(.methodCall(destination: bus, path: "/org/freedesktop/DBus", interface: bus,
+                                                           member: "GetConnectionUnixProcessID", body: [.string(manager)]),
+                                               timeout: Self.managerPatience),
+              let pid = owner.body.first?.uint32Value,
+              let executable = PeerIdentity.executable(of: pid_t(pid)),
+              executable.split(separator: "/").last == "systemd", ProtectedPath.isProtected(executable)
+        else { return [:] }
+        var ask = DBusMessage.methodCall(destination: manager, path: "/org/freedesktop/systemd1",
+                                         interface: Self.propertiesInterface, member: "Get",
+                                         body: [.string("org.freedesktop.systemd1.Manager"), .string("Environment")])
+        ask.flags.insert(.noAutoStart)  // only a manager that runs: never start one to ask it
+        guard let reply = try? connection.call(ask, timeout: Self.managerPatience),
+              case .variant(let value)? = reply.body.first, let entries = value.arrayElements
+        else { return [:] }
+        var found: [String: String] = [:]
+        for case .string(let entry) in entries {
+            let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2, ["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"].contains(parts[0]) { found[parts[0]] = parts[1] }
+        }
+        return found
     }
 
     /// A client that left: its prompts go (one still asking finishes, and its answer is dropped).

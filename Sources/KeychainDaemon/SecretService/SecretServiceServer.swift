@@ -64,6 +64,8 @@ public final class SecretServiceServer: Sendable {
         var identifying: [String: Identification] = [:]
     }
     let state = Mutex(State())
+    /// Each client's calls in order, different clients' side by side.
+    let lanes = CallLanes()
     /// The in-memory `session` collection (one per keychaind).
     let sessionCollection = SecretSessionCollection()
 
@@ -123,11 +125,17 @@ public final class SecretServiceServer: Sendable {
         state.withLock { $0.knownCollections = collections }
         connection.startReceiving({ [self] message in
             guard message.kind == .methodCall else {
-                if message.kind == .signal, message.member == "NameOwnerChanged" { forget(message) }
+                // A client that left is forgotten after the calls it sent before leaving.
+                if message.kind == .signal, message.member == "NameOwnerChanged", message.sender == "org.freedesktop.DBus",
+                   let name = message.body.first?.stringValue {
+                    lanes.submit(name) { [self] in forget(message) }
+                }
                 return
             }
-            guard let reply = handle(message) else { return }  // answered later, from a thread of its own
-            if !message.flags.contains(.noReplyExpected) { _ = try? connection.send(reply) }
+            lanes.submit(message.sender ?? "") { [self] in
+                guard let reply = handle(message) else { return }  // answered later, from a thread of its own
+                if !message.flags.contains(.noReplyExpected) { _ = try? connection.send(reply) }
+            }
         }, onClose: onClose)
         _ = try? connection.send(.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",

@@ -1,0 +1,43 @@
+import Foundation
+import Synchronization
+
+/// The Secret Service's calls, one lane per client: a client's calls are handled in the order it sent them (a
+/// libsecret client pipelines OpenSession, SearchItems and GetSecrets), and different clients' calls side by side,
+/// so a call that waits (on the bus, on a file lock, on the disk) holds up that client alone.
+///
+/// A lane exists only while it has work: it is made by the first call that finds none and dropped by the last one
+/// to finish, so thousands of short-lived clients (a secret-tool per lookup) leave nothing behind.
+final class CallLanes: Sendable {
+    private struct Lane {
+        let queue: DispatchQueue
+        var pending: Int
+    }
+
+    private let lanes = Mutex<[String: Lane]>([:])
+
+    /// Runs `work` after every call of `client` submitted before it, beside the other clients' calls.
+    func submit(_ client: String, _ work: @escaping @Sendable () -> Void) {
+        let queue = lanes.withLock { lanes -> DispatchQueue in
+            if var lane = lanes[client] {
+                lane.pending += 1
+                lanes[client] = lane
+                return lane.queue
+            }
+            // A serial queue of its own: it gets a thread when it has work, and none otherwise.
+            let lane = Lane(queue: DispatchQueue(label: "keychaind-secret-service-lane"), pending: 1)
+            lanes[client] = lane
+            return lane.queue
+        }
+        queue.async { [self] in
+            work()
+            lanes.withLock { lanes in
+                guard var lane = lanes[client] else { return }
+                lane.pending -= 1
+                if lane.pending == 0 { lanes.removeValue(forKey: client) } else { lanes[client] = lane }
+            }
+        }
+    }
+
+    /// Clients with calls queued or running (for tests and diagnostics).
+    var busyClients: Int { lanes.withLock { $0.count } }
+}
