@@ -160,3 +160,12 @@ ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_
 }
 int ckeychain_queued_bytes(int socket) { (void)socket; errno = ENOSYS; return -1; }
 #endif
+
+#ifndef KEYCHAIN_VERSION
+#define KEYCHAIN_VERSION "development"
+#endif
+#ifndef KEYCHAIN_BUILD
+#define KEYCHAIN_BUILD "built with swift build from a checkout"
+#endif
+const char *ckeychain_version(void) { return KEYCHAIN_VERSION; }
+const char *ckeychain_build(void) { return KEYCHAIN_BUILD; }

@@ -33,6 +33,9 @@ case "docker-credential-keychain":
     DockerCredentialHelper.main(arguments: arguments) { () throws(KeychainError) in
         KeychainClient(service: embedded(tool))
     }
+case "--version":
+    print(BuildInfo.versionLine(for: "keychain-embedded"), terminator: "")
+    exit(0)
 default:
     writeError("keychain-embedded: runs the keychain's command-line tools with the engine in-process; "
         + "use security, git-credential-keychain or docker-credential-keychain\n")

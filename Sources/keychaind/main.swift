@@ -35,8 +35,12 @@ _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
 _ = ckeychain_set_non_dumpable()
 
 let arguments = CommandLine.arguments.dropFirst()
+if arguments.contains("--version") {
+    print(BuildInfo.versionLine(for: "keychaind"), terminator: "")
+    exit(0)
+}
 if arguments.contains("--help") || arguments.contains("-h") {
-    print("usage: keychaind [--foreground] [--notify-ready] [--secret-service [--replace]]\n"
+    print("usage: keychaind [--foreground] [--notify-ready] [--secret-service [--replace]] [--version]\n"
         + "  serves \(KeychainLocations.current().daemonSocket.path)\n"
         + "  --secret-service  also serves org.freedesktop.secrets on the session bus (docs/SECRET-SERVICE.md)")
     exit(0)

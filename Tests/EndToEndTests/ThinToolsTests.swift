@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainTestSupport
 import Testing
 
 /// The command-line tools link the client interface only (no GRDB, no SQLite, no swift-crypto), so that through
@@ -18,6 +19,17 @@ struct ThinToolsTests {
         }
         let twin = try Data(contentsOf: Self.directory.appendingPathComponent("keychain-embedded"))
         #expect(twin.range(of: Data("4GRDB".utf8)) != nil)  // the check above can see an engine where there is one
+    }
+
+    @Test("every tool says which release and build it is, without reaching a keychain",
+          arguments: [("security", "--version"), ("keychaind", "--version"), ("keychain-embedded", "--version"),
+                      ("git-credential-keychain", "--version"), ("docker-credential-keychain", "version")])
+    func version(_ name: String, _ flag: String) throws {
+        let output = try ChildProcess.run(Self.directory.appendingPathComponent(name).path, arguments: [flag],
+                                          environment: ["HOME": "/nonexistent", "PATH": "/usr/bin:/bin"])
+        #expect(output.termination == .exited(0))
+        // A plain `swift build` is a development build; scripts/install.sh stamps VERSION and the commit.
+        #expect(String(decoding: output.stdout, as: UTF8.self) == "\(name) (swift-keychain) development (built with swift build from a checkout)\n")
     }
 
     @Test("in-process, the tool runs as its twin with its arguments byte for byte")

@@ -46,4 +46,9 @@ ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_
 /// How many bytes are queued to be read on `socket` (FIONREAD), or -1 with errno set.
 int ckeychain_queued_bytes(int socket);
 
+/// The release this program was built as, and the commit it was built from: set by scripts/install.sh with
+/// -Xcc -DKEYCHAIN_VERSION=… -DKEYCHAIN_BUILD=…; a plain `swift build` is a development build.
+const char *ckeychain_version(void);
+const char *ckeychain_build(void);
+
 #endif

@@ -20,13 +20,21 @@ public enum DockerCredentialHelper {
     /// sees every group of the keychain (as docker-credential-osxkeychain sees the file keychain); what it adds lands
     /// in its own group.
     public static func main(arguments: [String], client makeClient: () throws(KeychainError) -> KeychainClient) -> Never {
+        switch arguments.first {
+        case "version", "--version":
+            StandardStreams.write(Array(BuildInfo.versionLine(for: "docker-credential-keychain").utf8), to: 1)
+            exit(0)
+        case "--help", "-h":
+            StandardStreams.write(Array("Usage: docker-credential-keychain <store|get|erase|list|version>\n".utf8), to: 1)
+            exit(0)
+        default: break
+        }
         CredentialHelperProcess.run(client: makeClient, { client throws(KeychainError) in
             try run(arguments.first ?? "", client: client)
         }, fail: fail)
     }
 
     static let label = "Docker Credentials"
-    static let version = "0.1.0"
     static let encoder: JSONEncoder = {
         let e = JSONEncoder()
         e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
@@ -186,7 +194,7 @@ public enum DockerCredentialHelper {
             }
             StandardStreams.write(Array((try? encoder.encode(all)) ?? Data("{}".utf8)) + [0x0a], to: 1)
         case "version":
-            StandardStreams.write(Array("docker-credential-keychain (swift-keychain) \(version)\n".utf8), to: 1)
+            StandardStreams.write(Array(BuildInfo.versionLine(for: "docker-credential-keychain").utf8), to: 1)
         default:
             fail("Usage: docker-credential-keychain <store|get|erase|list|version>")
         }

@@ -19,10 +19,26 @@ public enum GitCredentialHelper {
     /// read (the tool may yet become its engine-linked twin, see EmbeddedTwin). git's helper sees every group of the
     /// keychain (as git-credential-osxkeychain sees the file keychain); what it adds lands in its own group.
     public static func main(arguments: [String], client makeClient: () throws(KeychainError) -> KeychainClient) -> Never {
+        switch arguments.first {
+        case "--version":
+            StandardStreams.write(Array(BuildInfo.versionLine(for: "git-credential-keychain").utf8), to: 1)
+            exit(0)
+        case "--help", "-h":
+            StandardStreams.write(Array(usage.utf8), to: 1)
+            exit(0)
+        default: break
+        }
         CredentialHelperProcess.run(client: makeClient, { client throws(KeychainError) in
             try run(arguments.first ?? "", client: client)
         }, fail: die)
     }
+
+    static let usage = """
+        Usage: git-credential-keychain get|store|erase
+          git's credential helper protocol over the keychain (git config --global credential.helper keychain);
+          --version prints the release and build.
+
+        """
 
     static func die(_ message: String) -> Never {
         StandardStreams.write(Array("git-credential-keychain: \(message)\n".utf8), to: 2)

@@ -38,7 +38,7 @@ public final class SecurityProgram {
     public nonisolated static func needsKeychain(_ arguments: [String]) -> Bool {
         var words = arguments[...]
         while let first = words.first, first.hasPrefix("-"), first.count > 1 {
-            if ["-h", "--completions", "--man"].contains(first) { return false }
+            if ["-h", "--completions", "--man", "--version"].contains(first) { return false }
             words = words.dropFirst()
         }
         // Abbreviations as `runCommand` reads them: `help` is the table's first command, no other starts with "e".
@@ -189,6 +189,9 @@ public final class SecurityProgram {
             switch first {
             case "-h":
                 printHelp()
+                return 0
+            case "--version":  // beyond macOS: which release and build is installed
+                Terminal.writeOut(BuildInfo.versionLine(for: "security"))
                 return 0
             case "-q": break
             case "-v": verbose = true

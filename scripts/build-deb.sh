@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the Debian package: swift-keychain_VERSION_ARCH.deb in OUTDIR (default .build-install/deb), from what
+# scripts/install.sh stages for /usr. Installing it turns nothing on: the Secret Service and PAM stay opt-in, as with
+# install.sh (README).
+#
+#   scripts/build-deb.sh [--no-build] [OUTDIR]
+#   sudo apt install ./.build-install/deb/swift-keychain_*.deb     # apt remove swift-keychain takes it away
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build=()
+if [ "${1:-}" = --no-build ]; then build=(--no-build); shift; fi
+outdir="$(mkdir -p "${1:-$root/.build-install/deb}" && cd "${1:-$root/.build-install/deb}" && pwd)"
+version="$(tr -d ' \n' < "$root/VERSION")"
+arch="$(dpkg --print-architecture)"
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+
+"$root/scripts/install.sh" "${build[@]}" --prefix /usr --destdir "$stage/root"
+# The package's own list of files is dpkg's; the installer's list would name a prefix dpkg owns.
+rm -f "$stage/root/usr/share/swift-keychain/installed-files"
+
+# What the binaries link against, as Debian packages (the Swift runtime is inside them).
+depends="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/*.so; do
+        [ -f "$file" ] && objdump -p "$file" | awk '/NEEDED/ { print $2 }'
+    done | sort -u | while read -r library; do
+        path="$(ldconfig -p | awk -v lib="$library" '$1 == lib { print $NF; exit }')"
+        # dpkg knows a library by the path its package ships, which may be either side of the /usr merge.
+        for candidate in "$path" "$(readlink -f "$path")" "/usr${path#/usr}" "${path#/usr}"; do
+            owner="$(dpkg -S "$candidate" 2>/dev/null | cut -d: -f1 | head -1)"
+            [ -n "$owner" ] && { echo "$owner"; break; }
+        done
+    done | sort -u | paste -sd, | sed 's/,/, /g')"
+
+mkdir -p "$stage/root/DEBIAN" "$stage/root/usr/share/doc/swift-keychain"
+install -m 0644 "$root/README.md" "$stage/root/usr/share/doc/swift-keychain/README.md"
+cat > "$stage/root/usr/share/doc/swift-keychain/copyright" <<EOF
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: swift-keychain
+Source: the swift-keychain repository
+
+Files: *
+Copyright: the swift-keychain authors
+EOF
+installed_size="$(du -sk --exclude=DEBIAN "$stage/root" | cut -f1)"
+cat > "$stage/root/DEBIAN/control" <<EOF
+Package: swift-keychain
+Version: $version
+Architecture: $arch
+Maintainer: swift-keychain developers <swift-keychain@localhost>
+Installed-Size: $installed_size
+Depends: $depends
+Recommends: pinentry-curses | pinentry
+Suggests: libsecret-tools, git
+Section: utils
+Priority: optional
+Homepage: https://github.com/swift-keychain/swift-keychain
+Description: Apple's Keychain Services for Linux: security, keychaind, credential helpers
+ An encrypted per-user database of small secrets (passwords, tokens, keys,
+ certificates) with Apple's item model and status codes: the security command,
+ the keychaind per-user service that decides which program reads what, git and
+ docker credential helpers, an optional freedesktop Secret Service and
+ pam_keychain, which unlocks the login keychain at login when turned on.
+EOF
+# pam-auth-update learns of the profile (Default: no, so nothing is turned on) and forgets it on removal.
+cat > "$stage/root/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ] && command -v pam-auth-update >/dev/null; then
+    pam-auth-update --package
+fi
+EOF
+cat > "$stage/root/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = remove ] && command -v pam-auth-update >/dev/null; then
+    pam-auth-update --package --remove swift-keychain
+fi
+EOF
+chmod 0755 "$stage/root/DEBIAN/postinst" "$stage/root/DEBIAN/prerm"
+(cd "$stage/root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\n' | sort | xargs md5sum) > "$stage/root/DEBIAN/md5sums"
+chmod 0644 "$stage/root/DEBIAN/md5sums"
+
+package="$outdir/swift-keychain_${version}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$stage/root" "$package" >/dev/null
+echo "$package"

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The installed product, end to end (CI; needs root, changes this machine and puts it back):
+#   1. builds the Debian package and installs it with apt;
+#   2. as a fresh user with nothing but the installed files: keychaind started by D-Bus activation from the
+#      installed service file (the README's opt-in step) for secret-tool; the README's example with the installed
+#      `security`; git through the installed helper; docker's helper; every tool's --version;
+#   3. removes the package: no file of it is left, the user's keychain is;
+#   4. the same files through scripts/install.sh --prefix and scripts/uninstall.sh, which leaves nothing behind.
+#
+#   sudo scripts/package-test.sh [--no-build]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+[ "$(id -u)" = 0 ] || { echo "package-test.sh: run as root (it installs and removes a package)" >&2; exit 1; }
+build=()
+[ "${1:-}" = --no-build ] && build=(--no-build)
+version="$(tr -d ' \n' < "$root/VERSION")"
+user=kc-package-test
+home="$(mktemp -d /tmp/kc-package-test.XXXXXX)"
+prefix_test=/opt/kc-package-test
+failures=0
+check() {  # check DESCRIPTION COMMAND...: runs the command, reports it, counts a failure
+    local description="$1"; shift
+    if "$@"; then echo "ok   $description"; else echo "FAIL $description"; failures=$((failures + 1)); fi
+}
+as_user() {  # a login-like environment with only the installed programs on PATH
+    runuser -u "$user" -- env -i HOME="$home" PATH=/usr/bin:/bin LANG=C.UTF-8 USER="$user" "$@"
+}
+cleanup() {
+    pkill -KILL -u "$user" 2>/dev/null || true
+    sleep 0.2
+    userdel "$user" 2>/dev/null || true
+    rm -rf "$home"
+    if dpkg -s swift-keychain >/dev/null 2>&1; then apt-get remove -y -qq swift-keychain >/dev/null 2>&1 || true; fi
+    if [ -f "$prefix_test/share/swift-keychain/installed-files" ]; then "$root/scripts/uninstall.sh" --prefix "$prefix_test" || true; fi
+}
+trap cleanup EXIT
+if dpkg -s swift-keychain >/dev/null 2>&1; then echo "package-test.sh: swift-keychain is installed already; not touching it" >&2; exit 1; fi
+
+# 1. The package.
+package="$("$root/scripts/build-deb.sh" "${build[@]}" | tail -1)"
+echo "built $(basename "$package") ($(du -h "$package" | cut -f1))"
+before="$(mktemp)"; find /usr /etc -xdev 2>/dev/null | sort > "$before"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
+files="$(dpkg -L swift-keychain)"
+check "the package installs its tools root-owned and not writable by others" \
+    bash -c 'for f in /usr/bin/security /usr/bin/keychaind /usr/bin/keychain-embedded /usr/bin/git-credential-keychain /usr/bin/docker-credential-keychain; do
+        [ "$(stat -c %U:%a "$f")" = root:755 ] || { echo "  $f: $(stat -c %U:%a "$f")"; exit 1; }; done'
+check "installing turned nothing on (no Secret Service file on the bus's path, PAM profile off)" \
+    bash -c '[ ! -e /usr/share/dbus-1/services/org.freedesktop.secrets.service ] || ! grep -q swift-keychain /usr/share/dbus-1/services/org.freedesktop.secrets.service; ! grep -rqs pam_keychain /etc/pam.d'
+
+# 2. A fresh user.
+useradd -M -d "$home" -s /bin/bash "$user"
+chown "$user:" "$home"; chmod 0700 "$home"
+for tool in security keychaind keychain-embedded git-credential-keychain; do
+    check "$tool --version names $version" bash -c "as_out=\$(runuser -u $user -- /usr/bin/$tool --version); echo \"  \$as_out\"; [[ \"\$as_out\" == *'$version'* ]]"
+done
+check "docker-credential-keychain version names $version" bash -c "[[ \$(/usr/bin/docker-credential-keychain version) == *'$version'* ]]"
+
+# The desktop's Secret Service, opted in as the README says; the first client of the session starts keychaind
+# through D-Bus activation from the installed file (no systemd user manager here: the bus runs Exec= itself). Its
+# command line shows it (keychaind is not dumpable: its /proc/PID/exe is root's to read).
+as_user mkdir -p "$home/.local/share/dbus-1/services"
+as_user ln -s /usr/share/swift-keychain/dbus-1/services/org.freedesktop.secrets.service "$home/.local/share/dbus-1/services/"
+if command -v secret-tool >/dev/null && command -v dbus-run-session >/dev/null; then
+    # The activated keychaind inherits the bus's standard output: the results go to a file, not to a pipe that would
+    # stay open as long as keychaind runs.
+    as_user dbus-run-session -- bash -c '
+        { printf from-libsecret | secret-tool store --label=Package app package-test && secret-tool lookup app package-test
+          echo; tr "\0" " " < "/proc/$(pgrep -u "$USER" -x keychaind | head -1)/cmdline"; } > "$HOME/activation.out" 2>&1' \
+        < /dev/null > /dev/null 2>&1 || true
+    check "secret-tool stores and finds through keychaind started by D-Bus activation" \
+        bash -c "out=\$(tr '\n' ' ' < $home/activation.out); echo \"  \$out\"; [ \"\$out\" = 'from-libsecret /usr/bin/keychaind --secret-service ' ]"
+    pkill -TERM -u "$user" -x keychaind || true
+    for _ in $(seq 50); do pgrep -u "$user" -x keychaind >/dev/null || break; sleep 0.1; done
+else
+    echo "skip secret-tool (libsecret-tools or dbus-run-session missing)"
+fi
+
+# The README's example, with the installed tools (keychaind started on demand by the first command).
+check "README: add-generic-password, then find-generic-password -w prints it" \
+    bash -c "[ \"\$(runuser -u $user -- env -i HOME=$home PATH=/usr/bin:/bin bash -c 'echo s3cret | security add-generic-password -a alice -s com.example.demo -w && security find-generic-password -a alice -s com.example.demo -w')\" = s3cret ]"
+check "README: a missing item is exit status 44" \
+    bash -c "runuser -u $user -- env -i HOME=$home PATH=/usr/bin:/bin security find-generic-password -s nothing-here 2>/dev/null; [ \$? = 44 ]"
+check "the keychaind serving the user is the installed one" \
+    bash -c "pid=\$(pgrep -u $user -x keychaind | head -1); [ \"\$(readlink /proc/\$pid/exe)\" = /usr/bin/keychaind ]"
+check "the secret is not on disk in the clear" bash -c "! grep -rqa s3cret $home"
+as_user git config --global credential.helper keychain
+check "git stores and fills a credential through the installed helper" \
+    bash -c "runuser -u $user -- env -i HOME=$home PATH=/usr/bin:/bin bash -c '
+        printf \"protocol=https\nhost=git.example.com\nusername=bob\npassword=hunter2\n\n\" | git credential approve
+        printf \"protocol=https\nhost=git.example.com\n\n\" | git credential fill' | grep -qx password=hunter2"
+check "docker's helper stores and gets a credential" \
+    bash -c "runuser -u $user -- env -i HOME=$home PATH=/usr/bin:/bin bash -c '
+        echo \"{\\\"ServerURL\\\":\\\"https://registry.example\\\",\\\"Username\\\":\\\"u\\\",\\\"Secret\\\":\\\"tok\\\"}\" | docker-credential-keychain store
+        echo https://registry.example | docker-credential-keychain get' | grep -q '\"Secret\":\"tok\"'"
+pkill -KILL -u "$user" 2>/dev/null || true
+
+# 3. Removal: every file of the package goes; the user's keychain stays.
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq swift-keychain >/dev/null
+left="$(while IFS= read -r f; do [ -f "$f" ] && echo "$f"; done <<< "$files" || true)"
+check "apt remove leaves no file of the package" bash -c "[ -z '$left' ] || { echo '  left: $left'; false; }"
+after="$(mktemp)"; find /usr /etc -xdev 2>/dev/null | sort > "$after"
+new="$(comm -13 "$before" "$after" | grep -v '^/etc/ld.so.cache$' || true)"
+check "nothing new under /usr and /etc after removal" bash -c "[ -z '$new' ] || { echo '  new: $new'; false; }"
+check "the user's keychain is still there" bash -c "ls $home/.local/share/keychains/*.keychain-db >/dev/null 2>&1"
+
+# 4. install.sh / uninstall.sh into a prefix of their own, from the same build.
+"$root/scripts/install.sh" --no-build --prefix "$prefix_test" >/dev/null
+check "install.sh: tools root-owned, the list of files complete" \
+    bash -c "[ \"\$(stat -c %U:%a $prefix_test/bin/security)\" = root:755 ] && while read -r f; do [[ \$f == */ ]] || [ -f \"\$f\" ] || exit 1; done < $prefix_test/share/swift-keychain/installed-files"
+check "install.sh: the unit and the activation file name the installed keychaind" \
+    bash -c "grep -qx 'ExecStart=$prefix_test/bin/keychaind --foreground' $prefix_test/lib/systemd/user/keychaind.service && grep -qx 'Exec=$prefix_test/bin/keychaind --secret-service' $prefix_test/share/swift-keychain/dbus-1/services/org.freedesktop.secrets.service"
+"$root/scripts/uninstall.sh" --prefix "$prefix_test" >/dev/null
+check "uninstall.sh leaves nothing under the prefix" bash -c "[ ! -e $prefix_test ]"
+
+rm -f "$before" "$after"
+if [ "$failures" -gt 0 ]; then echo "package-test.sh: $failures checks failed"; exit 1; fi
+echo "package-test.sh: every check passed"
