@@ -42,6 +42,14 @@ public final class DBusConnection: @unchecked Sendable {
     /// The most descriptors one message may carry (the reference bus's own limit).
     public static let maximumFileDescriptors = 16
 
+    /// The process that listens on the bus's socket, as the kernel recorded it (SO_PEERCRED): the bus daemon, or
+    /// the service manager that opened the socket for it.
+    public var listenerProcess: (pid: pid_t, uid: uid_t)? {
+        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0 else { return nil }
+        return (pid, uid)
+    }
+
     /// The session bus of `DBUS_SESSION_BUS_ADDRESS`.
     public static func sessionBus(environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure)
         -> DBusConnection

@@ -291,11 +291,53 @@ public final class KeychainDaemonServer: Sendable {
             return register(EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
                                                     baseConfiguration: fileConfiguration))
         }
-        try server.start(replace: replace)
+        // A bus that goes away (the session ended) leaves no server behind: the next hand-over serves the new one.
+        try server.start(replace: replace, onClose: { [self] in
+            secretService.withLock { if $0 === server { $0 = nil } }
+        })
         secretService.withLock { $0 = server }
     }
 
     private let secretService = Mutex<SecretServiceServer?>(nil)
+
+    /// A keychaind started for the Secret Service (by D-Bus activation, or systemd for it) found this one serving
+    /// the socket: this one takes org.freedesktop.secrets on that bus, so that one process holds the keys and the
+    /// name. Only the same program may ask (another program could point keychaind at a bus of its own), and the
+    /// bus must be the system's bus daemon (``DBusConnection/isSystemBusDaemon``), which reports callers truly.
+    private func takeOverSecretService(for peer: PeerIdentity, busAddress: String, replace: Bool) -> Response {
+        let own = PeerIdentity.of(pid: getpid(), uid: geteuid())
+        guard let own, peer.foreignCode.isEmpty, peer.executable == own.executable,
+              peer.executableDigest == own.executableDigest
+        else {
+            return .failure(KeychainError(.authFailed, "only keychaind itself may hand over the Secret Service"))
+        }
+        // One hand-over at a time; a second asker finds the first one's bus served.
+        guard takingOverSecretService.withLock({ taking in defer { taking = true }; return !taking }) else {
+            return .failure(KeychainError(.notAvailable, "keychaind is taking the Secret Service already"))
+        }
+        defer { takingOverSecretService.withLock { $0 = false } }
+        if secretService.withLock({ $0 != nil }) { return .done }
+        do {
+            let connection = try DBusConnection(address: busAddress)
+            guard let listener = connection.listenerProcess, listener.uid == geteuid() || listener.uid == 0,
+                  let executable = PeerIdentity.executable(of: listener.pid),
+                  Self.busDaemons.contains(URL(fileURLWithPath: executable).lastPathComponent),
+                  ProtectedPath.isProtected(executable)
+            else {
+                connection.close()
+                return .failure(KeychainError(.notAvailable, "the bus at \(busAddress) is not the system's bus daemon"))
+            }
+            try serveSecretService(on: connection, replace: replace)
+            return .done
+        } catch {
+            return .failure(KeychainError(.notAvailable, "cannot serve the Secret Service: \(error)"))
+        }
+    }
+
+    /// The programs that may listen on a session bus keychaind is told about: the reference bus, dbus-broker, and
+    /// systemd when it opened the socket for either (socket activation of the user's bus).
+    static let busDaemons: Set<String> = ["dbus-daemon", "dbus-broker", "dbus-broker-launch", "systemd"]
+    private let takingOverSecretService = Mutex(false)
 
     /// A change to the keychains, from any door: to the socket's event subscribers and the Secret Service's bus.
     private func publish(_ event: KeychainEvent) {
@@ -388,6 +430,11 @@ public final class KeychainDaemonServer: Sendable {
                         asker: Asker(prompter: nil), baseConfiguration: fileConfiguration))
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
+                    if case .serveSecretService(let address, let replace) = request {
+                        response = takeOverSecretService(for: peer, busAddress: address, replace: replace)
+                        _ = Framing.send(response.encode(), on: fd)
+                        return
+                    }
                     response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
                     if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
                                                                                                pid: peer.pid) {

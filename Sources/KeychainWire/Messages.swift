@@ -64,6 +64,9 @@ public enum Request: Sendable {
     case certificates([String: QueryValue], KeychainReference?)
     /// Turns this connection into an event stream: the daemon answers `done`, then sends `event` frames only.
     case subscribe
+    /// From another keychaind started for the Secret Service (D-Bus activation) while this one serves the socket:
+    /// serve org.freedesktop.secrets on that session bus too, so that one keychaind holds the keys.
+    case serveSecretService(busAddress: String, replace: Bool)
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -103,6 +106,7 @@ public enum Request: Sendable {
             w.byte(24); w.optionalString(c.terminal); w.optionalString(c.display); w.optionalString(c.waylandDisplay)
             w.optionalString(c.term)
         case .subscribe: w.byte(26)
+        case .serveSecretService(let address, let replace): w.byte(32); w.string(address); w.bool(replace)
         case .useKey(let d, let use, let r): w.byte(27); try w.dictionary(d); w.keyUse(use); w.optionalReference(r)
         case .generateKeyPair(let g, let r):
             w.byte(28); w.string(g.keyType); w.int(Int64(g.bits)); try w.dictionary(g.privateAttributes)
@@ -158,6 +162,7 @@ public enum Request: Sendable {
             if let terminal = session.terminal, !terminal.hasPrefix("/dev/") { throw .malformed("terminal") }
             request = .session(session)
         case 26: request = .subscribe
+        case 32: request = .serveSecretService(busAddress: try r.string(), replace: try r.bool())
         case 27: request = .useKey(try r.dictionary(), try r.keyUse(), try r.optionalReference())
         case 28:
             let keyType = try r.string()

@@ -1,6 +1,7 @@
 import CKeychainLinux
 import Foundation
 import KeychainClient
+import KeychainCore
 import KeychainDaemon
 import KeychainDBus
 
@@ -69,6 +70,27 @@ do {
     server = try KeychainDaemonServer(
         locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path))
 } catch .alreadyRunning(let socket) {
+    // Started for the Secret Service (D-Bus activation) while a keychaind started for the socket runs: that one
+    // takes the name on this bus, so that one process holds the keys. This one ends once the name is served.
+    if arguments.contains("--secret-service") {
+        let environment = ProcessInfo.processInfo.environment
+        do throws(KeychainError) {
+            guard let address = environment["DBUS_SESSION_BUS_ADDRESS"] else {
+                throw KeychainError(.notAvailable, "no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
+            }
+            guard let running = try RemoteKeychainService.connect(to: URL(fileURLWithPath: socket)) else {
+                throw KeychainError(.notAvailable, "the keychaind on \(socket) does not answer")
+            }
+            try running.serveSecretService(busAddress: address, replace: arguments.contains("--replace"))
+        } catch {
+            notifyStarter("failed: Secret Service: \(error.message)")
+            FileHandle.standardError.write(Data("keychaind: Secret Service: \(error.message)\n".utf8))
+            exit(1)
+        }
+        notifyStarter("ready")
+        FileHandle.standardError.write(Data("keychaind: the keychaind on \(socket) now serves the Secret Service too\n".utf8))
+        exit(0)
+    }
     notifyStarter("running")
     FileHandle.standardError.write(Data("keychaind: already running on \(socket)\n".utf8))
     exit(0)

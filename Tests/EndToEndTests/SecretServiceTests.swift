@@ -1,5 +1,6 @@
 import Foundation
 import KeychainClient
+import KeychainCore
 import KeychainDBus
 import KeychainTestSupport
 import Synchronization
@@ -536,5 +537,113 @@ struct SecretServiceTests {
         let elapsed = Date().timeIntervalSince(started)
         #expect(answers.withLock { $0 } == ["visible", "visible", "visible"])
         #expect(elapsed < 15, "three lookups took \(elapsed) s")
+    }
+
+    /// CreateItem without Replace twice with equal attributes, then with Replace; every item read and deleted.
+    static let duplicateItems = """
+        import secretstorage
+        connection = secretstorage.dbus_init()
+        collection = secretstorage.get_default_collection(connection)
+        first = collection.create_item("one", {"dup": "x"}, b"first")
+        second = collection.create_item("two", {"dup": "x"}, b"second")
+        print("distinct", first.item_path != second.item_path)
+        found = list(collection.search_items({"dup": "x"}))
+        print("found", sorted((item.get_label(), item.get_secret().decode()) for item in found))
+        print("first reads", first.get_secret().decode(), "second reads", second.get_secret().decode())
+        replaced = collection.create_item("three", {"dup": "x"}, b"third", replace=True)
+        print("replace keeps", len(list(collection.search_items({"dup": "x"}))))
+        for item in collection.search_items({"dup": "x"}):
+            item.delete()
+        print("left", len(list(collection.search_items({"dup": "x"}))))
+        """
+
+    @Test("CreateItem without Replace adds a second item beside one with equal attributes; with Replace it updates one",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func duplicateAttributes() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let script = desktop.home.tool.home.appendingPathComponent("duplicates.py")
+        try Self.duplicateItems.write(to: script, atomically: true, encoding: .utf8)
+        let result = try desktop.run("/usr/bin/env", "python3", script.path)
+        #expect(result.stdout == """
+            distinct True
+            found [('one', 'first'), ('two', 'second')]
+            first reads first second reads second
+            replace keeps 2
+            left 0
+
+            """, "\(result.stderr)")
+        // `security` sees both as generic passwords of the same service and account (their attributes are equal).
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Apple view", "service", "shared", stdin: "a").status == 0)
+        #expect(try desktop.run("/usr/bin/env", "python3", "-c", """
+            import secretstorage
+            c = secretstorage.get_default_collection(secretstorage.dbus_init())
+            c.create_item("again", {"service": "shared"}, b"b")
+            print(len(list(c.search_items({"service": "shared"}))))
+            """).stdout == "2\n")
+        #expect(try desktop.run("security", "find-generic-password", "-s", "shared").status == 0)
+    }
+
+    @Test("every alias is a collection object: …/aliases/session and …/aliases/default take items, ReadAlias names login",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func aliasObjects() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=First", "first", "one", stdin: "x").status == 0)
+        // libsecret's SECRET_COLLECTION_SESSION: secret-tool stores straight into /org/freedesktop/secrets/aliases/session.
+        let session = try desktop.run("/usr/bin/secret-tool", "store", "--label=Short-lived", "--collection=session",
+                                      "scope", "session", stdin: "in-memory")
+        #expect(session.status == 0, "\(session.stderr)")
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "scope", "session").stdout == "in-memory")
+        let script = """
+            import secretstorage
+            from jeepney import DBusAddress, new_method_call
+            connection = secretstorage.dbus_init()
+            for alias in ["default", "session"]:
+                collection = secretstorage.Collection(connection, "/org/freedesktop/secrets/aliases/" + alias)
+                item = collection.create_item("via " + alias, {"alias": alias}, alias.encode(), replace=True)
+                print(alias, collection.get_label() is not None, [i.get_secret().decode() for i in collection.search_items({"alias": alias})])
+            service = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
+                                  interface="org.freedesktop.Secret.Service")
+            for alias in ["login", "default", "session", "nothing"]:
+                print(alias, connection.send_and_get_reply(new_method_call(service, "ReadAlias", "s", (alias,))).body[0])
+            """
+        let result = try desktop.run("/usr/bin/env", "python3", "-c", script)
+        #expect(result.stdout == """
+            default True ['default']
+            session True ['session']
+            login /org/freedesktop/secrets/collection/login
+            default /org/freedesktop/secrets/collection/login
+            session /org/freedesktop/secrets/collection/session
+            nothing /
+
+            """, "\(result.stderr)")
+    }
+
+    @Test("a keychaind started for the Secret Service while one serves the socket hands the name to that one; only keychaind may ask")
+    func handOverToRunningDaemon() throws {
+        let desktop = try Desktop()
+        defer { desktop.home.stopDaemon() }
+        // The first command starts keychaind for the socket, on demand: no Secret Service.
+        #expect(try desktop.run("security", "add-generic-password", "-a", "a", "-s", "socket-first", "-w", "x").status == 0)
+        let first = try #require(desktop.home.daemonPID)
+        // Then D-Bus activation starts keychaind --secret-service: the running one takes the name; this one ends.
+        #expect(try desktop.startDaemon() == "ready")
+        desktop.daemon?.waitUntilExit()
+        #expect(desktop.daemon?.terminationStatus == 0)
+        desktop.daemon = nil
+        #expect(desktop.home.daemonPID == first && kill(first, 0) == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Handed over", "service", "handed-over", stdin: "v").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "handed-over").stdout == "v")
+        #expect(try desktop.run("security", "find-generic-password", "-s", "handed-over").status == 0)
+        // A second activation finds the name served and ends at once.
+        #expect(try desktop.startDaemon() == "ready")
+        desktop.daemon?.waitUntilExit()
+        desktop.daemon = nil
+
+        // Any other program asking is refused: it could point keychaind at a bus of its own.
+        let service = try #require(try RemoteKeychainService.connect(
+            to: KeychainLocations.current(environment: desktop.environment).daemonSocket, environment: desktop.environment))
+        #expect(throws: KeychainError.self) { try service.serveSecretService(busAddress: desktop.address, replace: false) }
     }
 }

@@ -16,7 +16,9 @@ enum SecretItemMapping {
     static func attributes(of item: Item) -> [String: String] {
         if let hint = item.attributes["vwht"]?.stringValue, hint.hasPrefix(prefix) {
             var out: [String: String] = [:]
-            let fields = hint.dropFirst(prefix.count).split(separator: separator, omittingEmptySubsequences: false)
+            // What follows a record separator tells apart items with equal attributes (``encode(_:distinct:)``).
+            let encoded = hint.dropFirst(prefix.count).prefix { $0 != "\u{1E}" }
+            let fields = encoded.split(separator: separator, omittingEmptySubsequences: false)
             var index = 0
             while index + 1 < fields.count {
                 out[String(fields[index])] = String(fields[index + 1])
@@ -32,8 +34,12 @@ enum SecretItemMapping {
 
     /// The canonical encoding of an attribute set (sorted by name). Names and values holding the two separator
     /// characters are refused by the caller (they never occur in real schemas).
-    static func encode(_ attributes: [String: String]) -> String {
+    ///
+    /// `distinct` gives an item whose attributes equal another's a primary key of its own: CreateItem without
+    /// Replace adds a second item then, as the specification allows and gnome-keyring does.
+    static func encode(_ attributes: [String: String], distinct: UUID? = nil) -> String {
         prefix + attributes.sorted { $0.key < $1.key }.flatMap { [$0.key, $0.value] }.joined(separator: String(separator))
+            + (distinct.map { "\u{1E}" + $0.uuidString } ?? "")
     }
 
     static func isStorable(_ attributes: [String: String]) -> Bool {

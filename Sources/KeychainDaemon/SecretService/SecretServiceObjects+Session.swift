@@ -28,7 +28,8 @@ extension SecretServiceObjects {
             let request = try itemRequest(arguments)
             let (secret, contentType) = try secretArgument(request.secret)
             let stored = sessionItems.store(label: request.label, attributes: request.attributes, secret: secret,
-                                                  contentType: contentType, creator: service.caller.application,
+                                                  contentType: contentType, replace: request.replace,
+                                                  creator: service.caller.application,
                                                   mayReplace: { [self] id, existing in isReadable(existing, id) })
             switch stored {
             case .notYours:

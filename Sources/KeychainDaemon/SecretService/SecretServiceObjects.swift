@@ -69,15 +69,10 @@ struct SecretServiceObjects: Sendable {
 
     /// The keychain (and item) a path names; nil when it names none.
     func resolve(_ path: String) throws -> (KeychainReference, UUID?)? {
+        let path = canonicalPath(path)
         let keychain: KeychainReference
         let rest: Substring
-        if path.hasPrefix(SecretServiceServer.aliasPrefix) {
-            let parts = path.dropFirst(SecretServiceServer.aliasPrefix.count).split(separator: "/", maxSplits: 1)
-            guard parts.first == "default" else { return nil }
-            keychain = service.defaultKeychain()
-            guard (try? service.state(of: keychain).exists) == true else { return nil }
-            rest = parts.count > 1 ? parts[1] : ""
-        } else if path.hasPrefix(SecretServiceServer.collectionPrefix) {
+        if path.hasPrefix(SecretServiceServer.collectionPrefix) {
             let parts = path.dropFirst(SecretServiceServer.collectionPrefix.count).split(separator: "/", maxSplits: 1)
             guard let name = parts.first, let found = collections.first(where: { Self.name(of: $0) == name }) else { return nil }
             keychain = found
@@ -88,6 +83,30 @@ struct SecretServiceObjects: Sendable {
         if rest.isEmpty { return (keychain, nil) }
         guard rest.hasPrefix("i"), rest.count == 33, let uuid = Self.uuid(hex: rest.dropFirst()) else { return nil }
         return (keychain, uuid)
+    }
+
+    /// The collection an alias names (what ReadAlias answers): `default` the default keychain, `login` the login
+    /// keychain (while they exist), `session` the in-memory collection; nil for any other name.
+    func aliasTarget(_ alias: String) -> String? {
+        let keychain: KeychainReference
+        switch alias {
+        case "session": return SecretSessionCollection.path
+        case "default": keychain = service.defaultKeychain()
+        case "login": keychain = service.loginKeychain()
+        default: return nil
+        }
+        guard (try? service.state(of: keychain).exists) == true else { return nil }
+        return collectionPath(keychain)
+    }
+
+    /// `path` with an alias (`/org/freedesktop/secrets/aliases/NAME[/…]`) replaced by the collection it names, as
+    /// gnome-keyring exports every alias as an object: libsecret stores into `…/aliases/session` and
+    /// `…/aliases/default` directly. Any other path, and an alias that names nothing, unchanged.
+    func canonicalPath(_ path: String) -> String {
+        guard path.hasPrefix(SecretServiceServer.aliasPrefix) else { return path }
+        let parts = path.dropFirst(SecretServiceServer.aliasPrefix.count).split(separator: "/", maxSplits: 1)
+        guard let name = parts.first, let target = aliasTarget(String(name)) else { return path }
+        return parts.count > 1 ? target + "/" + parts[1] : target
     }
 
     static func uuid(hex: Substring) -> UUID? {
@@ -156,10 +175,7 @@ struct SecretServiceObjects: Sendable {
             return [.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]
         case "ReadAlias":
             guard let alias = arguments.first?.stringValue else { throw Failure.invalidArgs("ReadAlias(s)") }
-            if alias == "session" { return [.objectPath(SecretSessionCollection.path)] }
-            let keychain = service.defaultKeychain()
-            guard alias == "default", (try? service.state(of: keychain).exists) == true else { return [.objectPath("/")] }
-            return [.objectPath(collectionPath(keychain))]
+            return [.objectPath(aliasTarget(alias) ?? "/")]
         case "SetAlias":
             guard arguments.count == 2, let name = arguments[0].stringValue, let path = arguments[1].stringValue else {
                 throw Failure.invalidArgs("SetAlias(s, o)")
@@ -206,7 +222,8 @@ struct SecretServiceObjects: Sendable {
                 throw Failure.invalidArgs("attribute names and values may not hold U+001E or U+001F")
             }
             guard isLocked(keychain) else {
-                return [.objectPath(try storeItem(label: request.label, attributes: request.attributes, secret: secret, in: keychain)),
+                return [.objectPath(try storeItem(label: request.label, attributes: request.attributes, secret: secret,
+                                                  replace: request.replace, in: keychain)),
                         .objectPath("/")]
             }
             // A locked keychain: a prompt for its password, then the item is stored (its path is the result), as
@@ -214,7 +231,7 @@ struct SecretServiceObjects: Sendable {
             let prompt = server.makePrompt(owner: caller, emptyResult: .objectPath("/")) { [objects = self] prompter, isDismissed in
                 guard let prompter, objects.askToUnlock(keychain, prompter: prompter, isDismissed: isDismissed) == .unlocked,
                       let path = try? objects.storeItem(label: request.label, attributes: request.attributes, secret: secret,
-                                                        in: keychain)
+                                                        replace: request.replace, in: keychain)
                 else { return nil }
                 return .objectPath(path)
             }
@@ -226,13 +243,14 @@ struct SecretServiceObjects: Sendable {
         }
     }
 
-    /// Stores a Secret Service item in an unlocked keychain and returns its path. The item with exactly this
-    /// attribute set is updated in place and keeps its path (with or without Replace: the keychain keeps one item
-    /// per attribute set); another program's needs the same yes as reading it (IsLocked until Unlock).
-    func storeItem(label: String, attributes: [String: String], secret: SecretBytes, in keychain: KeychainReference) throws
-        -> String
+    /// Stores a Secret Service item in an unlocked keychain and returns its path. With `replace`, the item with
+    /// exactly this attribute set is updated in place and keeps its path (another program's needs the same yes as
+    /// reading it: IsLocked until Unlock); without, a new item is added even beside one with equal attributes, as
+    /// the specification allows and gnome-keyring does.
+    func storeItem(label: String, attributes: [String: String], secret: SecretBytes, replace: Bool,
+                   in keychain: KeychainReference) throws -> String
     {
-        if let existing = try search(attributes, in: keychain).first(where: { SecretItemMapping.attributes(of: $0) == attributes }) {
+        if replace, let existing = try search(attributes, in: keychain).first(where: { SecretItemMapping.attributes(of: $0) == attributes }) {
             guard isReadable(existing) else { throw Failure.isLocked }
             try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
                                with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain,
@@ -244,7 +262,12 @@ struct SecretServiceObjects: Sendable {
         var item = SecretItemMapping.itemAttributes(label: label, attributes: attributes)
         item["v_Data"] = .secret(secret)
         item["r_Attributes"] = true
-        let stored = try service.add(item, to: keychain)
+        var added = Result { () throws(KeychainError) in try service.add(item, to: keychain) }
+        if case .failure(let error) = added, error.status == .duplicateItem, !replace {
+            item["vwht"] = .string(SecretItemMapping.encode(attributes, distinct: UUID()))
+            added = Result { () throws(KeychainError) in try service.add(item, to: keychain) }
+        }
+        let stored = try added.get()
         server.itemSignal("ItemCreated", collection: collectionPath(keychain), item: itemPath(keychain, stored.item.uuid))
         server.changed(.add, keychain, by: caller)
         return itemPath(keychain, stored.item.uuid)
@@ -255,7 +278,7 @@ struct SecretServiceObjects: Sendable {
         var label = ""
         var attributes: [String: String] = [:]
         var secret: DBusValue
-        /// Read and checked, and the same either way: the keychain holds one item per attribute set (storeItem).
+        /// Whether an item with exactly these attributes is updated instead of a new one added beside it.
         var replace: Bool
     }
 

@@ -218,11 +218,11 @@ public final class SecretServiceServer: Sendable {
             throw Failure(name: "org.freedesktop.DBus.Error.LimitsExceeded",
                           message: "a message larger than \(Self.maximumMessageSize >> 20) MiB: more than a keychain item holds")
         }
-        guard let path = message.path, let member = message.member, let sender = message.sender else {
+        guard let requestedPath = message.path, let member = message.member, let sender = message.sender else {
             throw Failure.invalidArgs("incomplete call")
         }
         if message.interface == "org.freedesktop.DBus.Introspectable", member == "Introspect" {
-            return [.string(Self.introspection(for: path))]
+            return [.string(Self.introspection(for: requestedPath))]
         }
         if message.interface == "org.freedesktop.DBus.Peer" {
             if member == "Ping" { return [] }
@@ -235,11 +235,12 @@ public final class SecretServiceServer: Sendable {
         // meanwhile on another thread, waited for only by the calls that depend on it (a lookup's first calls,
         // the service's properties and OpenSession, do not).
         let identification = identification(of: sender)
-        let needsIdentity = !(path == Self.servicePath
+        let needsIdentity = !(requestedPath == Self.servicePath
             && (message.interface == Self.propertiesInterface || member == "OpenSession" || member == "ReadAlias"))
         let service = needsIdentity ? try identification.service() : observer
         if needsIdentity { try checkStillSame(sender) }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
+        let path = objects.canonicalPath(requestedPath)  // an alias is the collection it names
         if message.interface == Self.propertiesInterface {
             return try objects.properties(member, path: path, arguments: message.body)
         }

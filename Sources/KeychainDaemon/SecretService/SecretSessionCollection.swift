@@ -60,13 +60,14 @@ final class SecretSessionCollection: Sendable {
 
     enum Stored { case created(UUID), replaced(UUID), notYours, full }
 
-    /// Stores an item; an item with exactly this attribute set is replaced in place (when `mayReplace` lets it).
-    func store(label: String, attributes: [String: String], secret: SecretBytes, contentType: String,
+    /// Stores an item. With `replace`, an item with exactly this attribute set is replaced in place (when
+    /// `mayReplace` lets it); without, a new one is added beside it.
+    func store(label: String, attributes: [String: String], secret: SecretBytes, contentType: String, replace: Bool,
                creator: TrustedApplication?, mayReplace: (UUID, Item) -> Bool) -> Stored {
         state.withLock { state in
             let now = Self.now
             state.modified = now
-            if let (id, existing) = state.items.first(where: { $0.value.attributes == attributes }) {
+            if replace, let (id, existing) = state.items.first(where: { $0.value.attributes == attributes }) {
                 guard mayReplace(id, existing) else { return .notYours }
                 state.items[id]?.label = label
                 state.items[id]?.secret = secret

@@ -150,6 +150,12 @@ public final class RemoteKeychainService: KeychainService {
         return subscription
     }
 
+    /// Asks the keychaind at the other end to serve the Secret Service on the session bus at `busAddress` as well
+    /// (only another keychaind, the same program, may ask). Throws what kept it from taking the name.
+    public func serveSecretService(busAddress: String, replace: Bool) throws(KeychainError) {
+        _ = try call(.serveSecretService(busAddress: busAddress, replace: replace))
+    }
+
     /// Sends one request and waits for its answer; a failure answer is thrown as the daemon's error.
     private func call(_ request: Request) throws(KeychainError) -> Response {
         var payload: [UInt8]
