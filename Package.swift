@@ -147,7 +147,8 @@ let package = Package(
         // over the client interface alone.
         .target(
             name: "KeychainTools",
-            dependencies: ["SecurityCommandLine", "KeychainInterface", "KeychainCore"],
+            dependencies: ["SecurityCommandLine", "KeychainInterface", "KeychainCore",
+                           .product(name: "SwiftASN1", package: "swift-asn1")],
             swiftSettings: strictSettings
         ),
         // `security`: links no engine, so that going through keychaind it starts fast (EmbeddedTwin).

@@ -29,7 +29,7 @@ public struct ItemFile: Sendable {
             file.privateKeys = archive.keys
             file.certificates = archive.certificates
         case .pemSequence:
-            for block in PEM.blocks(in: data) {
+            for block in try PEM.blocks(in: data) {
                 switch block.label {
                 case "CERTIFICATE", "X509 CERTIFICATE", "TRUSTED CERTIFICATE":
                     guard let certificate = Certificate(der: block.der) else {
@@ -89,36 +89,22 @@ public struct ItemFile: Sendable {
     }
 }
 
-/// PEM (RFC 7468): base64 between `-----BEGIN label-----` and `-----END label-----` lines.
+/// PEM (RFC 7468), read and written by swift-asn1's `PEMDocument`: base64 in lines of 64 between
+/// `-----BEGIN label-----` and `-----END label-----`; text between blocks (openssl's "Bag Attributes") is ignored.
 public enum PEM {
-    public static func blocks(in data: Data) -> [(label: String, der: Data)] {
-        let text = String(decoding: data, as: UTF8.self)
-        var out: [(String, Data)] = []
-        var label: String?
-        var body = ""
-        for line in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.hasPrefix("-----BEGIN "), trimmed.hasSuffix("-----") {
-                label = String(trimmed.dropFirst(11).dropLast(5))
-                body = ""
-            } else if let current = label, trimmed == "-----END \(current)-----" {
-                if let der = Data(base64Encoded: body) { out.append((current, der)) }
-                label = nil
-            } else if label != nil, !trimmed.contains(":") {  // skip RFC 1421 headers (Proc-Type: …)
-                body += trimmed
-            }
+    /// The blocks of a PEM file, in order. A malformed block (no END line, other line lengths, RFC 1421 headers
+    /// such as `Proc-Type`) makes the whole file unreadable: errSecUnknownFormat, with the reason.
+    public static func blocks(in data: Data) throws(KeychainError) -> [(label: String, der: Data)] {
+        do {
+            return try PEMDocument.parseMultiple(pemString: String(decoding: data, as: UTF8.self))
+                .map { ($0.discriminator, Data($0.derBytes)) }
+        } catch {
+            throw KeychainError(.unknownFormat, "not a PEM file that can be read: \(error)")
         }
-        return out
     }
 
+    /// One block, with the line ending its END line.
     public static func encode(_ der: Data, label: String) -> String {
-        let base64 = der.base64EncodedString()
-        var lines: [Substring] = []
-        var rest = Substring(base64)
-        while !rest.isEmpty {
-            lines.append(rest.prefix(64))
-            rest = rest.dropFirst(64)
-        }
-        return "-----BEGIN \(label)-----\n" + lines.joined(separator: "\n") + "\n-----END \(label)-----\n"
+        PEMDocument(type: label, derBytes: Array(der)).pemString + "\n"
     }
 }

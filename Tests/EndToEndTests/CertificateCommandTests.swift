@@ -29,6 +29,35 @@ struct CertificateCommandTests {
         return dir
     }
 
+    @Test("PEM is read by the RFC: text between blocks is skipped; a block with other line lengths is errSecUnknownFormat and adds nothing")
+    func pemStrictness() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        let dir = try makeIdentity(tool, name: "Pem Reader")
+        let pem = try String(contentsOf: dir.appendingPathComponent("cert.pem"), encoding: .utf8)
+        // What `openssl pkcs12 -nokeys` prints: attributes before the block.
+        let withText = dir.appendingPathComponent("with-text.pem")
+        try ("Bag Attributes\n    friendlyName: Pem Reader\nsubject=CN=Pem Reader\n" + pem).write(to: withText, atomically: true, encoding: .utf8)
+        let imported = try tool.run("import", withText.path)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout == "1 certificate imported.\n")
+        // The same certificate re-wrapped at 76 characters a line (as MIME would) is not PEM.
+        let lines = pem.split(separator: "\n")
+        let body = lines.dropFirst().dropLast().joined()
+        var wrapped: [String] = [String(lines.first!)]
+        var rest = Substring(body)
+        while !rest.isEmpty { wrapped.append(String(rest.prefix(76))); rest = rest.dropFirst(76) }
+        wrapped.append(String(lines.last!))
+        let badFile = dir.appendingPathComponent("wrapped.pem")
+        try (wrapped.joined(separator: "\n") + "\n").write(to: badFile, atomically: true, encoding: .utf8)
+        let other = Tool()
+        defer { try? FileManager.default.removeItem(at: other.home) }
+        let refused = try other.run("import", badFile.path)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("Unknown format in import."), "\(refused.stderr)")
+        #expect(try other.run("find-certificate", "-a").stdout.isEmpty)
+    }
+
     @Test("import a .p12 (default and -legacy): one identity, listed by find-identity with its SHA-1; twice is a duplicate; a wrong passphrase changes nothing")
     func importIdentity() throws {
         let tool = Tool()

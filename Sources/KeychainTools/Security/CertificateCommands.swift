@@ -5,6 +5,7 @@ import Foundation
 #endif
 import KeychainCore
 import KeychainInterface
+import SwiftASN1
 import SecurityCommandLine
 
 #if canImport(Glibc)
@@ -318,14 +319,7 @@ struct CertificateCommands {
     }
 
     static func pem(_ der: Data, label: String) -> String {
-        let base64 = Array(der.base64EncodedString().utf8)
-        var lines: [String] = []
-        var start = 0
-        while start < base64.count {
-            lines.append(String(decoding: base64[start..<min(start + 64, base64.count)], as: UTF8.self))
-            start += 64
-        }
-        return "-----BEGIN \(label)-----\n" + lines.map { $0 + "\n" }.joined() + "-----END \(label)-----\n"
+        PEMDocument(type: label, derBytes: Array(der)).pemString + "\n"
     }
 
     static func absolute(_ path: String) -> String {
