@@ -254,9 +254,19 @@ struct DaemonTests {
         let add = try ChildProcess.run(security, arguments: ["add-generic-password", "-a", "a", "-s", "s", "-w", "v"],
                                        environment: environment)
         #expect(add.termination == .exited(0), "\(String(decoding: add.stderr, as: UTF8.self))")
+        // It says so, once, and why (never a silent fallback).
+        let notice = String(decoding: add.stderr, as: UTF8.self)
+        #expect(notice.components(separatedBy: "keychain: keychaind is not available").count == 2, "\(notice)")
+        #expect(notice.contains("this program opens the keychain files itself"))
         let find = try ChildProcess.run(security, arguments: ["find-generic-password", "-a", "a", "-s", "s", "-w"],
                                         environment: environment)
         #expect(String(decoding: find.stdout, as: UTF8.self) == "v\n")
+        // Chosen knowingly: no notice.
+        environment["KEYCHAIN_BACKEND"] = "embedded"
+        let chosen = try ChildProcess.run(security, arguments: ["find-generic-password", "-a", "a", "-s", "s", "-w"],
+                                          environment: environment)
+        #expect(String(decoding: chosen.stdout, as: UTF8.self) == "v\n")
+        #expect(chosen.stderr.isEmpty)
         #expect(home.daemonPID == nil)
         #expect(!home.socketExists)
     }

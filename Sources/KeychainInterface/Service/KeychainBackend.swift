@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import KeychainCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -41,12 +42,27 @@ public enum KeychainBackend {
             } catch where error.status == .notAvailable || error.status == .param {
                 // No keychaind here, or none can serve these directories (it failed to start; a socket path too
                 // long). A daemon that answers and refuses (another version) is an error worth seeing instead.
+                // Said once, on standard error: the program works, but not as the user's keychain does.
+                noteInProcess(because: error.message)
                 return .embedded
             }
         case let other:
             throw KeychainError(.param, "KEYCHAIN_BACKEND must be embedded, daemon or auto, not \(other)")
         }
     }
+
+    /// Tells the user, once per process, that `auto` found no keychaind and opens the files in this process: the
+    /// same items, but a keychain with a password is unlocked for this process alone and no program is asked
+    /// about. `KEYCHAIN_BACKEND=embedded` chooses this knowingly and says nothing.
+    static func noteInProcess(because reason: String) {
+        guard !notedInProcess.exchange(true, ordering: .relaxed) else { return }
+        let text = "keychain: keychaind is not available (\(reason)); this program opens the keychain files itself: "
+            + "a keychain with a password stays unlocked for this process only, and no program is asked about. "
+            + "Install keychaind (sudo scripts/install.sh), or set KEYCHAIN_BACKEND=embedded to choose this.\n"
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+    private static let notedInProcess = Atomic<Bool>(false)
 
     /// The running keychaind for these locations, or one started now. errSecNotAvailable when none is installed or
     /// it cannot start (its reason in the message).
