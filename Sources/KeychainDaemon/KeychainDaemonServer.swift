@@ -11,18 +11,23 @@ import Synchronization
 import Glibc
 #endif
 
-/// keychaind's listening side: one per user and set of keychain directories. Each connection is served on a thread
-/// of its own (a slow or stuck client holds only its own thread); every connection of the daemon shares one set of
-/// open keychains, so a keychain unlocked by one client is unlocked for all until it locks.
+/// keychaind: one per user and set of keychain directories. Each connection is served on a thread of its own (a
+/// slow or stuck client holds only its own thread); every connection of the daemon shares one set of open
+/// keychains, so a keychain unlocked by one client is unlocked for all until it locks.
+///
+/// By job, one file each: listening (this file: the socket, the single-instance lock, accepting),
+/// one client (`+Connection`: greeting, identity checks, requests, event stream), asking the user (`+Asking`),
+/// locking on a schedule (`+Locking`: idle, sleep, a replaced socket), events (`EventHub`), and the Secret Service
+/// wiring (`+SecretService`; the D-Bus objects themselves are in `SecretService/`).
 public final class KeychainDaemonServer: Sendable {
     public let locations: KeychainLocations
     public let socket: URL
-    private let policy: CallerPolicy
+    let policy: CallerPolicy
     // SAFETY: set once in init, closed once by stop().
-    private let listening: Mutex<Int32>
+    let listening: Mutex<Int32>
     /// What every connection's service opens files with: made once (it reads the environment).
-    private let fileConfiguration: KeychainFile.Configuration
-    private let lockFD: Int32
+    let fileConfiguration: KeychainFile.Configuration
+    let lockFD: Int32
 
     /// Takes the single-instance lock and binds the socket (directory 0700, socket 0600).
     ///
@@ -90,31 +95,8 @@ public final class KeychainDaemonServer: Sendable {
     /// Accepts connections until ``stop()`` (or a shutdown of the listening socket), then closes every keychain
     /// (in-flight calls finish first; the WAL is folded back) and removes the socket.
     public func run() {
-        // Idle keychains lock on time, not only at their next use: the keys leave the daemon's memory.
-        // And, as gpg-agent does, a daemon whose socket was removed or replaced (the runtime directory cleaned at
-        // logout, a test's home deleted) can no longer be reached: it closes its keychains and ends.
         let socketAtStart = Self.identity(of: socket.path)
-        // Keychains set to lock on sleep lock when the machine wakes (SleepDetector).
-        let idleLocker = Thread { [self] in
-            var sleepDetector = SleepDetector()
-            while !stopped.load(ordering: .relaxed) {
-                sleep(1)
-                let slept = sleepDetector.sleptSinceLastLook()
-                let paths = files
-                if slept { lockForSleep() }
-                for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
-                    if file.lockIfIdle() {
-                        publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
-                    }
-                }
-                if socketAtStart != nil, Self.identity(of: socket.path) != socketAtStart {
-                    FileHandle.standardError.write(Data("keychaind: \(socket.path) was removed or replaced; stopping\n".utf8))
-                    stop()
-                    return
-                }
-            }
-        }
-        idleLocker.start()
+        startLockScheduler(stoppingWhenReplaced: socketAtStart)
         let listeningStopped = DispatchSemaphore(value: 0)
         let fd = listeningDescriptor
         if !DetachedThread.start(name: "keychaind", stackSize: 1 << 20, { [self] in accept(on: fd, until: listeningStopped) }) {
@@ -134,7 +116,7 @@ public final class KeychainDaemonServer: Sendable {
     /// One accepting thread at a time (leader and followers): the thread that takes a connection first starts the
     /// next accepting thread, then serves its client, so a new thread's start overlaps the client's first call
     /// instead of delaying it. Signals `stopped` once the listening socket is shut down.
-    private func accept(on fd: Int32, until stopped: DispatchSemaphore) {
+    func accept(on fd: Int32, until stopped: DispatchSemaphore) {
         while true {
             let client = Glibc.accept(fd, nil, nil)
             if client < 0 {
@@ -158,379 +140,32 @@ public final class KeychainDaemonServer: Sendable {
     }
 
     /// Device and inode of the file at `path`, or nil when there is none.
-    private static func identity(of path: String) -> [UInt64]? {
+    static func identity(of path: String) -> [UInt64]? {
         var info = stat()
         guard lstat(path, &info) == 0 else { return nil }
         return [UInt64(info.st_dev), UInt64(info.st_ino)]
     }
 
-    private let stopped = Atomic(false)
-    private let events = EventHub()
-    private var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: locations.stateDirectory) }
+    let stopped = Atomic(false)
+    let events = EventHub()
+    var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: locations.stateDirectory) }
     /// The services of the connections being served, and the files of those that ended: what the daemon locks when
     /// idle and closes when it stops (in keychaind, every open file; a server run inside another program, as in the
     /// tests, leaves that program's own handles alone).
-    private let active = Mutex<[ObjectIdentifier: EmbeddedKeychainService]>([:])
-    private let endedFiles = Mutex<Set<String>>([])
-
-    private var files: Set<String> {
-        active.withLock { $0.values.reduce(into: endedFiles.withLock { $0 }) { $0.formUnion($1.usedFiles) } }
-    }
-
-    /// Locks the keychains set to lock on sleep (`security set-keychain-settings -l`).
-    private func lockForSleep() {
-        let paths = files
-        for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) && file.lockForSleep() {
-            publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
-        }
-    }
-
-    /// Follows logind's PrepareForSleep on the system bus, so that keychains set to lock on sleep lock *before* the
-    /// machine sleeps and their keys are not in memory while it is suspended (the wake-up detector of run() stays
-    /// for machines without logind). Only the signal from the owner of org.freedesktop.login1 counts (only logind
-    /// may own that name on the system bus): any program can send a signal of that name to us.
-    ///
-    /// keychaind holds a *delay* inhibitor lock meanwhile (logind's Inhibit, when the connection passes file
-    /// descriptors): logind then waits for it (at most its InhibitDelayMaxSec, 5 s by default) before suspending, so
-    /// the locking is not raced by a fast suspend. Released once the keychains are locked, taken again on waking and
-    /// whenever logind (re)starts.
-    public func watchForSleep(on systemBus: DBusConnection) throws {
-        let logind = "org.freedesktop.login1"
-        @Sendable func owner() -> String? {
-            let reply = try? systemBus.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                                        interface: "org.freedesktop.DBus", member: "GetNameOwner",
-                                                        body: [.string(logind)]))
-            return reply?.kind == .methodReturn ? reply?.body.first?.stringValue : nil
-        }
-        let known = Mutex(owner())
-        _ = try systemBus.call(.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "AddMatch", body: [.string("type='signal',sender='\(logind)',path='/org/freedesktop/login1',"
-                                                + "interface='org.freedesktop.login1.Manager',member='PrepareForSleep'")]))
-        // logind starting later, or restarting: its inhibitor locks went with it, so a new one is taken.
-        _ = try systemBus.call(.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "AddMatch", body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',"
-                                                + "arg0='\(logind)'")]))
-        systemBus.startReceiving { [self] message in
-            if message.kind == .signal, message.member == "NameOwnerChanged", message.sender == "org.freedesktop.DBus",
-               message.body.count == 3, message.body[0].stringValue == logind, let newOwner = message.body[2].stringValue {
-                known.withLock { $0 = newOwner.isEmpty ? nil : newOwner }
-                if newOwner.isEmpty {
-                    sleepInhibitor.withLock { $0.lock.take() }?.close()
-                } else {
-                    takeSleepInhibitor(on: systemBus)
-                }
-                return
-            }
-            guard message.kind == .signal, message.member == "PrepareForSleep", message.path == "/org/freedesktop/login1",
-                  message.interface == "org.freedesktop.login1.Manager", case .boolean(let sleeping)? = message.body.first,
-                  let sender = message.sender
-            else { return }
-            // logind restarted: its new unique name is looked up once more.
-            if known.withLock({ $0 }) != sender { known.withLock { $0 = owner() } }
-            guard known.withLock({ $0 }) == sender else { return }
-            sleepInhibitor.withLock { $0.sleeping = sleeping }
-            if sleeping {
-                lockForSleep()
-                sleepInhibitor.withLock { $0.lock.take() }?.close()  // locked: logind may go on
-            } else {
-                takeSleepInhibitor(on: systemBus)
-            }
-        }
-        takeSleepInhibitor(on: systemBus)
-    }
+    let active = Mutex<[ObjectIdentifier: EmbeddedKeychainService]>([:])
+    let endedFiles = Mutex<Set<String>>([])
 
     /// logind's delay inhibitor lock while keychaind holds it (closing the descriptor releases it), and whether the
     /// machine is on its way to sleep (a lock that arrives then is let go at once).
-    private let sleepInhibitor = Mutex<(lock: UnixFileDescriptor?, sleeping: Bool)>((nil, false))
+    let sleepInhibitor = Mutex<(lock: UnixFileDescriptor?, sleeping: Bool)>((nil, false))
+    let secretService = Mutex<SecretServiceServer?>(nil)
+    let takingOverSecretService = Mutex(false)
 
-    /// Asks logind for a delay inhibitor on sleep, on a thread of its own: a slow or absent logind never holds up
-    /// keychaind's start or the signals behind it. Refused (no logind, a policy that says no, a bus that passes no
-    /// descriptors): the signal alone still locks, only without the guarantee of going first.
-    private func takeSleepInhibitor(on systemBus: DBusConnection) {
-        guard systemBus.passesFileDescriptors else { return }
-        DispatchQueue.global(qos: .utility).async { [self] in
-            let lock: UnixFileDescriptor
-            do {
-                let reply = try systemBus.call(.methodCall(
-                    destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
-                    interface: "org.freedesktop.login1.Manager", member: "Inhibit",
-                    body: [.string("sleep"), .string("keychaind"), .string("Locking keychains set to lock on sleep"),
-                           .string("delay")]))
-                guard let value = reply.body.first, let answered = reply.fileDescriptor(value) else {
-                    FileHandle.standardError.write(Data("keychaind: logind's Inhibit answered no descriptor\n".utf8))
-                    return
-                }
-                lock = answered
-            } catch {
-                FileHandle.standardError.write(Data("keychaind: no sleep inhibitor from logind: \(error)\n".utf8))
-                return
-            }
-            let released = sleepInhibitor.withLock { state -> UnixFileDescriptor? in
-                if state.sleeping { return lock }  // too late for this sleep: the next waking asks again
-                defer { state.lock = lock }
-                return state.lock
-            }
-            released?.close()
-        }
-    }
-
-    /// Serves the Secret Service on `connection` (the session bus) from this daemon's keychains: each caller the
-    /// bus names is identified like a socket peer and gets a service that sees every access group (as `security`
-    /// does: the Secret Service has no groups) with its own program for the items' trusted-application lists.
-    public func serveSecretService(on connection: DBusConnection, replace: Bool) throws(SecretServiceServer.StartError) {
-        // What the collection list is (read as keychaind itself sees the preferences).
-        let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
-                                               asker: Asker(prompter: nil), baseConfiguration: fileConfiguration)
-        let server = SecretServiceServer(connection: connection, observer: observer,
-                                         publish: { [self] event in publish(event) }) { [self] peer in
-            guard let claimed = policy.caller(for: peer) else { return nil }
-            let caller = Caller(accessGroups: ["org.freedesktop.secrets", Caller.wildcardGroup], application: claimed.application)
-            // Its questions are its prompts' (Unlock, CreateCollection): a call itself never asks.
-            return register(EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
-                                                    baseConfiguration: fileConfiguration))
-        }
-        // A bus that goes away (the session ended) leaves no server behind: the next hand-over serves the new one.
-        try server.start(replace: replace, onClose: { [self] in
-            secretService.withLock { if $0 === server { $0 = nil } }
-        })
-        secretService.withLock { $0 = server }
-    }
-
-    private let secretService = Mutex<SecretServiceServer?>(nil)
-
-    /// A keychaind started for the Secret Service (by D-Bus activation, or systemd for it) found this one serving
-    /// the socket: this one takes org.freedesktop.secrets on that bus, so that one process holds the keys and the
-    /// name. Only the same program may ask (another program could point keychaind at a bus of its own), and the
-    /// bus must be the system's bus daemon (``DBusConnection/isSystemBusDaemon``), which reports callers truly.
-    private func takeOverSecretService(for peer: PeerIdentity, busAddress: String, replace: Bool) -> Response {
-        let own = PeerIdentity.of(pid: getpid(), uid: geteuid())
-        guard let own, peer.foreignCode.isEmpty, peer.executable == own.executable,
-              peer.executableDigest == own.executableDigest
-        else {
-            return .failure(KeychainError(.authFailed, "only keychaind itself may hand over the Secret Service"))
-        }
-        // One hand-over at a time; a second asker finds the first one's bus served.
-        guard takingOverSecretService.withLock({ taking in defer { taking = true }; return !taking }) else {
-            return .failure(KeychainError(.notAvailable, "keychaind is taking the Secret Service already"))
-        }
-        defer { takingOverSecretService.withLock { $0 = false } }
-        if secretService.withLock({ $0 != nil }) { return .done }
-        do {
-            let connection = try DBusConnection(address: busAddress)
-            guard let listener = connection.listenerProcess, listener.uid == geteuid() || listener.uid == 0,
-                  let executable = PeerIdentity.executable(of: listener.pid),
-                  Self.busDaemons.contains(URL(fileURLWithPath: executable).lastPathComponent),
-                  ProtectedPath.isProtected(executable)
-            else {
-                connection.close()
-                return .failure(KeychainError(.notAvailable, "the bus at \(busAddress) is not the system's bus daemon"))
-            }
-            try serveSecretService(on: connection, replace: replace)
-            return .done
-        } catch {
-            return .failure(KeychainError(.notAvailable, "cannot serve the Secret Service: \(error)"))
-        }
-    }
-
-    /// The programs that may listen on a session bus keychaind is told about: the reference bus, dbus-broker, and
-    /// systemd when it opened the socket for either (socket activation of the user's bus).
-    static let busDaemons: Set<String> = ["dbus-daemon", "dbus-broker", "dbus-broker-launch", "systemd"]
-    private let takingOverSecretService = Mutex(false)
-
-    /// A change to the keychains, from any door: to the socket's event subscribers and the Secret Service's bus.
-    private func publish(_ event: KeychainEvent) {
-        events.publish(event)
-        secretService.withLock { $0 }?.announce(event)
-    }
-
-    private func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {
-        active.withLock { $0[ObjectIdentifier(service)] = service }
-        return service
-    }
-
-    private func retire(_ service: EmbeddedKeychainService) {
-        endedFiles.withLock { $0.formUnion(service.usedFiles) }
-        active.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(service)) }
-    }
-
-    private func serve(_ fd: Int32) {
-        defer { close(fd) }
-        guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
-        guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
-        guard let claimed = policy.caller(for: peer) else {
-            // /proc/PID/exe is unreadable for a process that made itself non-dumpable before connecting.
-            return refuse(fd, "cannot identify the caller's program (connect before PR_SET_DUMPABLE 0)")
-        }
-        // Everything is read with the sender's pid checked against the caller's, counting from here: what was
-        // queued before the caller was identified can only be its greeting and session (requests wait for them).
-        var stream = ClientStream(fd: fd, peer: peer.pid)
-        do {
-            guard let hello = try stream.receive(limit: 64) else { return }
-            try Framing.checkHello(hello)
-        } catch {
-            return refuse(fd, error.message)
-        }
-        guard Framing.send(Framing.hello(), on: fd) else { return }
-        // Made at the first request, so that a client that opens its session first (every client of ours does)
-        // gets one service, not one before and one after.
-        var connectionService: EmbeddedKeychainService?
-        defer { if let connectionService { retire(connectionService) } }
-        var contexts = ConnectionContexts()
-        while true {
-            var frame: [UInt8]
-            let start = stream.consumed
-            do {
-                guard let received = try stream.receive(limit: WireLimits.maximumRequest) else { return }
-                frame = received
-            } catch {
-                return  // an oversized or torn frame, or one another process sent, ends this connection only
-            }
-            let response: Response
-            do {
-                let request = try Request.decode(frame)
-                // A request sent before the caller was identified could have come from a program that then executed
-                // another (trusted) one, which the identification saw instead: none is answered.
-                if stream.sentBeforeIdentification(start), !request.isSession {
-                    return refuse(fd, "a request was sent before the caller was identified")
-                }
-                // Still the process that was identified (not a reused pid; no other program executed since).
-                guard peer.isStillSameProgram() else {
-                    return refuse(fd, "the calling process is no longer the program it was identified as")
-                }
-                // A traced process's memory is its tracer's: nothing is given to it (PR_SET_DUMPABLE 0 of its own
-                // can be undone by a tracer attached from its start).
-                if let tracer = peer.tracer(), tracer != 0 {
-                    response = .failure(KeychainError(
-                        .authFailed, "the calling process is being traced (by pid \(tracer)): keychaind answers it nothing"))
-                } else {
-                    if case .session(let session) = request {
-                        // Passwords on the client's own terminal or display; decisions only where the client cannot
-                        // answer them itself (finding: a program that names its own pseudo-terminal said yes to
-                        // itself).
-                        let asker = Asker(prompter: Self.prompter(for: session),
-                                          confirmer: Self.confirmer(for: peer, session: session))
-                        // Groups bound to other programs are left out until the user says yes (a decision: asked
-                        // only where the client cannot answer it).
-                        let caller = registry.admit(claimed) { group, members in
-                            guard let program = claimed.application?.path else { return .unavailable }
-                            let others = members.map(\.path).joined(separator: ", ")
-                            return asker.confirm(
-                                "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
-                        }
-                        if let connectionService { retire(connectionService) }
-                        connectionService = register(EmbeddedKeychainService(
-                            locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
-                        contexts = ConnectionContexts()
-                    }
-                    // A client that never opened a session: nobody to ask about groups bound to other programs.
-                    let service = connectionService ?? register(EmbeddedKeychainService(
-                        locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
-                        asker: Asker(prompter: nil), baseConfiguration: fileConfiguration))
-                    connectionService = service
-                    if case .subscribe = request { return streamEvents(to: fd) }
-                    if case .serveSecretService(let address, let replace) = request {
-                        response = takeOverSecretService(for: peer, busAddress: address, replace: replace)
-                        _ = Framing.send(response.encode(), on: fd)
-                        return
-                    }
-                    response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
-                    if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
-                                                                                               pid: peer.pid) {
-                        publish(event)
-                    }
-                }
-            } catch {
-                response = .failure(KeychainError(.param, error.message))
-            }
-            frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
-            var answer = response.encode()
-            let sent = Framing.send(answer, on: fd)
-            answer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
-            if !sent { return }
-        }
-    }
-
-    /// A subscribed connection: `done`, then events until the client closes it (it sends nothing more).
-    private func streamEvents(to fd: Int32) {
-        guard Framing.send(Response.done.encode(), on: fd) else { return }
-        events.add(fd)
-        defer { events.remove(fd) }
-        var byte: UInt8 = 0
-        while true {
-            let n = recv(fd, &byte, 1, 0)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 || stopped.load(ordering: .relaxed) { return }
-        }
-    }
-
-    /// The daemon's own pinentry (PINENTRY_PROGRAM of the daemon's environment, else `pinentry`), drawn on the
-    /// client's terminal or display; nil when the client has neither (calls that need the user then answer
-    /// errSecInteractionNotAllowed).
-    static func prompter(for session: ClientSession) -> (any Prompter)? {
-        guard session.canAsk else { return nil }
-        let own = ProcessInfo.processInfo.environment
-        var environment = pinentryEnvironment(own)
-        for key in ["DISPLAY", "WAYLAND_DISPLAY"] { environment.removeValue(forKey: key) }
-        if let display = session.display { environment["DISPLAY"] = display }
-        if let wayland = session.waylandDisplay { environment["WAYLAND_DISPLAY"] = wayland }
-        if let term = session.term { environment["TERM"] = term }
-        return PinentryPrompter(program: pinentryProgram(own),
-                                arguments: session.terminal.map { ["--ttyname", $0] } ?? [], environment: environment)
-    }
-
-    /// The pinentry keychaind runs: PINENTRY_PROGRAM when only root can change that file (a program of the user
-    /// that started keychaind with its own "pinentry" would see every password and answer every question), else
-    /// `pinentry` from the system's directories (never from a PATH the starter chose).
-    public static func pinentryProgram(_ environment: [String: String]) -> String {
-        if let chosen = environment["PINENTRY_PROGRAM"], chosen.hasPrefix("/") {
-            // The file itself, not a link to it that its owner could point elsewhere after this check.
-            let resolved = URL(fileURLWithPath: chosen).resolvingSymlinksInPath().path
-            if ProtectedPath.isProtected(resolved) { return resolved }
-        }
-        if let chosen = environment["PINENTRY_PROGRAM"] {
-            FileHandle.standardError.write(Data(
-                "keychaind: PINENTRY_PROGRAM \(chosen) is not used: only a program that root alone can change is\n".utf8))
-        }
-        return ["/usr/bin/pinentry", "/bin/pinentry"].first { FileManager.default.isExecutableFile(atPath: $0) }
-            ?? "/usr/bin/pinentry"
-    }
-
-    /// Where keychaind asks for a decision about a client: never a place the client names (it could be a
-    /// pseudo-terminal or a display it controls). The session's display as keychaind itself knows it (its own
-    /// DISPLAY / WAYLAND_DISPLAY), else the client's controlling terminal when it is a login terminal of this user
-    /// (``LoginTerminal``); nil: nobody can be asked, and the call answers errSecInteractionNotAllowed.
-    static func confirmer(for peer: PeerIdentity, session: ClientSession) -> (any Prompter)? {
-        let own = ProcessInfo.processInfo.environment
-        let program = pinentryProgram(own)
-        var environment = pinentryEnvironment(own)
-        if own["DISPLAY"] != nil || own["WAYLAND_DISPLAY"] != nil {
-            return PinentryPrompter(program: program, environment: environment)
-        }
-        // A login terminal only where the kernel refuses TIOCSTI (a program on that terminal could otherwise type
-        // the answer into it).
-        guard LoginTerminal.injectionRefused(), let terminal = LoginTerminal.of(pid: peer.pid, user: peer.uid) else { return nil }
-        if let term = session.term { environment["TERM"] = term }
-        return PinentryPrompter(program: program, arguments: ["--ttyname", terminal], environment: environment)
-    }
-
-    /// What keychaind's pinentry gets of keychaind's environment: where to draw (display, Wayland, X authority,
-    /// the user's runtime and bus), the locale and a fixed PATH; nothing a starter could use to load code into it
-    /// (GTK_MODULES, QT_PLUGIN_PATH, …).
-    static func pinentryEnvironment(_ own: [String: String]) -> [String: String] {
-        let kept = ["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "HOME",
-                    "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM"]
-        var environment = own.filter { kept.contains($0.key) }
-        environment["PATH"] = "/usr/local/bin:/usr/bin:/bin"
-        return environment
-    }
-
-    private func refuse(_ fd: Int32, _ reason: String) {
+    func refuse(_ fd: Int32, _ reason: String) {
         _ = Framing.send([0] + Array(reason.utf8), on: fd)
     }
 
-    private static func makePrivateDirectory(_ url: URL) throws(StartError) {
+    static func makePrivateDirectory(_ url: URL) throws(StartError) {
         if !FileManager.default.fileExists(atPath: url.path) {
             do {
                 try FileManager.default.createDirectory(

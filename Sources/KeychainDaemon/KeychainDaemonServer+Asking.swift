@@ -1,0 +1,79 @@
+import CKeychainLinux
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainDBus
+import KeychainInterface
+import KeychainStorage
+import KeychainWire
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where keychaind asks the user on a client's behalf: passwords on the client's terminal or display, decisions
+/// only where the client cannot answer them itself (keychaind's own display, or the login terminal as utmp records
+/// it), always through a pinentry root alone can change.
+extension KeychainDaemonServer {
+    /// The daemon's own pinentry (PINENTRY_PROGRAM of the daemon's environment, else `pinentry`), drawn on the
+    /// client's terminal or display; nil when the client has neither (calls that need the user then answer
+    /// errSecInteractionNotAllowed).
+    static func prompter(for session: ClientSession) -> (any Prompter)? {
+        guard session.canAsk else { return nil }
+        let own = ProcessInfo.processInfo.environment
+        var environment = pinentryEnvironment(own)
+        for key in ["DISPLAY", "WAYLAND_DISPLAY"] { environment.removeValue(forKey: key) }
+        if let display = session.display { environment["DISPLAY"] = display }
+        if let wayland = session.waylandDisplay { environment["WAYLAND_DISPLAY"] = wayland }
+        if let term = session.term { environment["TERM"] = term }
+        return PinentryPrompter(program: pinentryProgram(own),
+                                arguments: session.terminal.map { ["--ttyname", $0] } ?? [], environment: environment)
+    }
+
+    /// The pinentry keychaind runs: PINENTRY_PROGRAM when only root can change that file (a program of the user
+    /// that started keychaind with its own "pinentry" would see every password and answer every question), else
+    /// `pinentry` from the system's directories (never from a PATH the starter chose).
+    public static func pinentryProgram(_ environment: [String: String]) -> String {
+        if let chosen = environment["PINENTRY_PROGRAM"], chosen.hasPrefix("/") {
+            // The file itself, not a link to it that its owner could point elsewhere after this check.
+            let resolved = URL(fileURLWithPath: chosen).resolvingSymlinksInPath().path
+            if ProtectedPath.isProtected(resolved) { return resolved }
+        }
+        if let chosen = environment["PINENTRY_PROGRAM"] {
+            FileHandle.standardError.write(Data(
+                "keychaind: PINENTRY_PROGRAM \(chosen) is not used: only a program that root alone can change is\n".utf8))
+        }
+        return ["/usr/bin/pinentry", "/bin/pinentry"].first { FileManager.default.isExecutableFile(atPath: $0) }
+            ?? "/usr/bin/pinentry"
+    }
+
+    /// Where keychaind asks for a decision about a client: never a place the client names (it could be a
+    /// pseudo-terminal or a display it controls). The session's display as keychaind itself knows it (its own
+    /// DISPLAY / WAYLAND_DISPLAY), else the client's controlling terminal when it is a login terminal of this user
+    /// (``LoginTerminal``); nil: nobody can be asked, and the call answers errSecInteractionNotAllowed.
+    static func confirmer(for peer: PeerIdentity, session: ClientSession) -> (any Prompter)? {
+        let own = ProcessInfo.processInfo.environment
+        let program = pinentryProgram(own)
+        var environment = pinentryEnvironment(own)
+        if own["DISPLAY"] != nil || own["WAYLAND_DISPLAY"] != nil {
+            return PinentryPrompter(program: program, environment: environment)
+        }
+        // A login terminal only where the kernel refuses TIOCSTI (a program on that terminal could otherwise type
+        // the answer into it).
+        guard LoginTerminal.injectionRefused(), let terminal = LoginTerminal.of(pid: peer.pid, user: peer.uid) else { return nil }
+        if let term = session.term { environment["TERM"] = term }
+        return PinentryPrompter(program: program, arguments: ["--ttyname", terminal], environment: environment)
+    }
+
+    /// What keychaind's pinentry gets of keychaind's environment: where to draw (display, Wayland, X authority,
+    /// the user's runtime and bus), the locale and a fixed PATH; nothing a starter could use to load code into it
+    /// (GTK_MODULES, QT_PLUGIN_PATH, …).
+    static func pinentryEnvironment(_ own: [String: String]) -> [String: String] {
+        let kept = ["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "HOME",
+                    "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM"]
+        var environment = own.filter { kept.contains($0.key) }
+        environment["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+        return environment
+    }
+}

@@ -1,0 +1,144 @@
+import CKeychainLinux
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainDBus
+import KeychainInterface
+import KeychainStorage
+import KeychainWire
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One client on the socket, from its greeting to its end: identified once from the kernel's credentials,
+/// checked again at every request (same program, not traced, every chunk from its own process), then served by
+/// a keychain service of its own; or turned into an event stream.
+extension KeychainDaemonServer {
+    /// A change to the keychains, from any door: to the socket's event subscribers and the Secret Service's bus.
+    func publish(_ event: KeychainEvent) {
+        events.publish(event)
+        secretService.withLock { $0 }?.announce(event)
+    }
+
+    func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {
+        active.withLock { $0[ObjectIdentifier(service)] = service }
+        return service
+    }
+
+    func retire(_ service: EmbeddedKeychainService) {
+        endedFiles.withLock { $0.formUnion(service.usedFiles) }
+        active.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(service)) }
+    }
+
+    func serve(_ fd: Int32) {
+        defer { close(fd) }
+        guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
+        guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
+        guard let claimed = policy.caller(for: peer) else {
+            // /proc/PID/exe is unreadable for a process that made itself non-dumpable before connecting.
+            return refuse(fd, "cannot identify the caller's program (connect before PR_SET_DUMPABLE 0)")
+        }
+        // Everything is read with the sender's pid checked against the caller's, counting from here: what was
+        // queued before the caller was identified can only be its greeting and session (requests wait for them).
+        var stream = ClientStream(fd: fd, peer: peer.pid)
+        do {
+            guard let hello = try stream.receive(limit: 64) else { return }
+            try Framing.checkHello(hello)
+        } catch {
+            return refuse(fd, error.message)
+        }
+        guard Framing.send(Framing.hello(), on: fd) else { return }
+        // Made at the first request, so that a client that opens its session first (every client of ours does)
+        // gets one service, not one before and one after.
+        var connectionService: EmbeddedKeychainService?
+        defer { if let connectionService { retire(connectionService) } }
+        var contexts = ConnectionContexts()
+        while true {
+            var frame: [UInt8]
+            let start = stream.consumed
+            do {
+                guard let received = try stream.receive(limit: WireLimits.maximumRequest) else { return }
+                frame = received
+            } catch {
+                return  // an oversized or torn frame, or one another process sent, ends this connection only
+            }
+            let response: Response
+            do {
+                let request = try Request.decode(frame)
+                // A request sent before the caller was identified could have come from a program that then executed
+                // another (trusted) one, which the identification saw instead: none is answered.
+                if stream.sentBeforeIdentification(start), !request.isSession {
+                    return refuse(fd, "a request was sent before the caller was identified")
+                }
+                // Still the process that was identified (not a reused pid; no other program executed since).
+                guard peer.isStillSameProgram() else {
+                    return refuse(fd, "the calling process is no longer the program it was identified as")
+                }
+                // A traced process's memory is its tracer's: nothing is given to it (PR_SET_DUMPABLE 0 of its own
+                // can be undone by a tracer attached from its start).
+                if let tracer = peer.tracer(), tracer != 0 {
+                    response = .failure(KeychainError(
+                        .authFailed, "the calling process is being traced (by pid \(tracer)): keychaind answers it nothing"))
+                } else {
+                    if case .session(let session) = request {
+                        // Passwords on the client's own terminal or display; decisions only where the client cannot
+                        // answer them itself (finding: a program that names its own pseudo-terminal said yes to
+                        // itself).
+                        let asker = Asker(prompter: Self.prompter(for: session),
+                                          confirmer: Self.confirmer(for: peer, session: session))
+                        // Groups bound to other programs are left out until the user says yes (a decision: asked
+                        // only where the client cannot answer it).
+                        let caller = registry.admit(claimed) { group, members in
+                            guard let program = claimed.application?.path else { return .unavailable }
+                            let others = members.map(\.path).joined(separator: ", ")
+                            return asker.confirm(
+                                "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
+                        }
+                        if let connectionService { retire(connectionService) }
+                        connectionService = register(EmbeddedKeychainService(
+                            locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
+                        contexts = ConnectionContexts()
+                    }
+                    // A client that never opened a session: nobody to ask about groups bound to other programs.
+                    let service = connectionService ?? register(EmbeddedKeychainService(
+                        locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
+                        asker: Asker(prompter: nil), baseConfiguration: fileConfiguration))
+                    connectionService = service
+                    if case .subscribe = request { return streamEvents(to: fd) }
+                    if case .serveSecretService(let address, let replace) = request {
+                        response = takeOverSecretService(for: peer, busAddress: address, replace: replace)
+                        _ = Framing.send(response.encode(), on: fd)
+                        return
+                    }
+                    response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                    if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
+                                                                                               pid: peer.pid) {
+                        publish(event)
+                    }
+                }
+            } catch {
+                response = .failure(KeychainError(.param, error.message))
+            }
+            frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
+            var answer = response.encode()
+            let sent = Framing.send(answer, on: fd)
+            answer.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
+            if !sent { return }
+        }
+    }
+
+    /// A subscribed connection: `done`, then events until the client closes it (it sends nothing more).
+    func streamEvents(to fd: Int32) {
+        guard Framing.send(Response.done.encode(), on: fd) else { return }
+        events.add(fd)
+        defer { events.remove(fd) }
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, 0)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || stopped.load(ordering: .relaxed) { return }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import CKeychainLinux
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainDBus
+import KeychainInterface
+import KeychainStorage
+import KeychainWire
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Locking on a schedule: idle keychains lock on time, keychains set to lock on sleep lock before the machine
+/// sleeps (logind's PrepareForSleep under a delay inhibitor) or, without logind, when it wakes (SleepDetector).
+extension KeychainDaemonServer {
+    /// Once a second, on a thread of its own until the daemon stops: idle keychains lock (their keys leave the
+    /// daemon's memory), keychains set to lock on sleep lock if the machine slept since the last look, and, as
+    /// gpg-agent does, a daemon whose socket was removed or replaced (the runtime directory cleaned at logout, a
+    /// test's home deleted) can no longer be reached, so it stops.
+    func startLockScheduler(stoppingWhenReplaced socketAtStart: [UInt64]?) {
+        let scheduler = Thread { [self] in
+            var sleepDetector = SleepDetector()
+            while !stopped.load(ordering: .relaxed) {
+                sleep(1)
+                let slept = sleepDetector.sleptSinceLastLook()
+                let paths = files
+                if slept { lockForSleep() }
+                for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
+                    if file.lockIfIdle() {
+                        publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
+                    }
+                }
+                if socketAtStart != nil, Self.identity(of: socket.path) != socketAtStart {
+                    FileHandle.standardError.write(Data("keychaind: \(socket.path) was removed or replaced; stopping\n".utf8))
+                    stop()
+                    return
+                }
+            }
+        }
+        scheduler.name = "keychaind-lock-scheduler"
+        scheduler.start()
+    }
+
+    var files: Set<String> {
+        active.withLock { $0.values.reduce(into: endedFiles.withLock { $0 }) { $0.formUnion($1.usedFiles) } }
+    }
+
+    /// Locks the keychains set to lock on sleep (`security set-keychain-settings -l`).
+    func lockForSleep() {
+        let paths = files
+        for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) && file.lockForSleep() {
+            publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
+        }
+    }
+
+    /// Follows logind's PrepareForSleep on the system bus, so that keychains set to lock on sleep lock *before* the
+    /// machine sleeps and their keys are not in memory while it is suspended (the wake-up detector of run() stays
+    /// for machines without logind). Only the signal from the owner of org.freedesktop.login1 counts (only logind
+    /// may own that name on the system bus): any program can send a signal of that name to us.
+    ///
+    /// keychaind holds a *delay* inhibitor lock meanwhile (logind's Inhibit, when the connection passes file
+    /// descriptors): logind then waits for it (at most its InhibitDelayMaxSec, 5 s by default) before suspending, so
+    /// the locking is not raced by a fast suspend. Released once the keychains are locked, taken again on waking and
+    /// whenever logind (re)starts.
+    public func watchForSleep(on systemBus: DBusConnection) throws {
+        let logind = "org.freedesktop.login1"
+        @Sendable func owner() -> String? {
+            let reply = try? systemBus.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                                        interface: "org.freedesktop.DBus", member: "GetNameOwner",
+                                                        body: [.string(logind)]))
+            return reply?.kind == .methodReturn ? reply?.body.first?.stringValue : nil
+        }
+        let known = Mutex(owner())
+        _ = try systemBus.call(.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "AddMatch", body: [.string("type='signal',sender='\(logind)',path='/org/freedesktop/login1',"
+                                                + "interface='org.freedesktop.login1.Manager',member='PrepareForSleep'")]))
+        // logind starting later, or restarting: its inhibitor locks went with it, so a new one is taken.
+        _ = try systemBus.call(.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "AddMatch", body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',"
+                                                + "arg0='\(logind)'")]))
+        systemBus.startReceiving { [self] message in
+            if message.kind == .signal, message.member == "NameOwnerChanged", message.sender == "org.freedesktop.DBus",
+               message.body.count == 3, message.body[0].stringValue == logind, let newOwner = message.body[2].stringValue {
+                known.withLock { $0 = newOwner.isEmpty ? nil : newOwner }
+                if newOwner.isEmpty {
+                    sleepInhibitor.withLock { $0.lock.take() }?.close()
+                } else {
+                    takeSleepInhibitor(on: systemBus)
+                }
+                return
+            }
+            guard message.kind == .signal, message.member == "PrepareForSleep", message.path == "/org/freedesktop/login1",
+                  message.interface == "org.freedesktop.login1.Manager", case .boolean(let sleeping)? = message.body.first,
+                  let sender = message.sender
+            else { return }
+            // logind restarted: its new unique name is looked up once more.
+            if known.withLock({ $0 }) != sender { known.withLock { $0 = owner() } }
+            guard known.withLock({ $0 }) == sender else { return }
+            sleepInhibitor.withLock { $0.sleeping = sleeping }
+            if sleeping {
+                lockForSleep()
+                sleepInhibitor.withLock { $0.lock.take() }?.close()  // locked: logind may go on
+            } else {
+                takeSleepInhibitor(on: systemBus)
+            }
+        }
+        takeSleepInhibitor(on: systemBus)
+    }
+
+
+    /// Asks logind for a delay inhibitor on sleep, on a thread of its own: a slow or absent logind never holds up
+    /// keychaind's start or the signals behind it. Refused (no logind, a policy that says no, a bus that passes no
+    /// descriptors): the signal alone still locks, only without the guarantee of going first.
+    func takeSleepInhibitor(on systemBus: DBusConnection) {
+        guard systemBus.passesFileDescriptors else { return }
+        DispatchQueue.global(qos: .utility).async { [self] in
+            let lock: UnixFileDescriptor
+            do {
+                let reply = try systemBus.call(.methodCall(
+                    destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
+                    interface: "org.freedesktop.login1.Manager", member: "Inhibit",
+                    body: [.string("sleep"), .string("keychaind"), .string("Locking keychains set to lock on sleep"),
+                           .string("delay")]))
+                guard let value = reply.body.first, let answered = reply.fileDescriptor(value) else {
+                    FileHandle.standardError.write(Data("keychaind: logind's Inhibit answered no descriptor\n".utf8))
+                    return
+                }
+                lock = answered
+            } catch {
+                FileHandle.standardError.write(Data("keychaind: no sleep inhibitor from logind: \(error)\n".utf8))
+                return
+            }
+            let released = sleepInhibitor.withLock { state -> UnixFileDescriptor? in
+                if state.sleeping { return lock }  // too late for this sleep: the next waking asks again
+                defer { state.lock = lock }
+                return state.lock
+            }
+            released?.close()
+        }
+    }
+}
