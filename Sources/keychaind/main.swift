@@ -54,11 +54,16 @@ if let unknown = arguments.first(where: { !known.contains($0) }) {
 
 /// With --notify-ready: tells the starting client how the start went, then lets go of its pipe.
 func notifyStarter(_ line: String) {
-    guard arguments.contains("--notify-ready") else { return }
-    let bytes = Array((line + "\n").utf8)
-    _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-    let null = open("/dev/null", O_WRONLY)
+    if arguments.contains("--notify-ready") {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+    }
+    // keychaind reads nothing from standard input and writes nothing more to standard output: both let go, so that
+    // whoever started it (a starting client's pipe; the bus's output when D-Bus activated it inside
+    // `$(dbus-run-session …)`) is not held open for as long as keychaind runs. Its messages go to standard error.
+    let null = open("/dev/null", O_RDWR)
     if null >= 0 {
+        _ = dup2(null, STDIN_FILENO)
         _ = dup2(null, STDOUT_FILENO)
         close(null)
     }

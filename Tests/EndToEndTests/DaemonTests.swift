@@ -237,6 +237,32 @@ struct DaemonTests {
         #expect(try run("find-generic-password", "-a", "a", "-s", "s", "-w", "work").stdout == "sekrit\n")
     }
 
+    @Test("keychaind lets go of the standard output it was started with (D-Bus activation inside $(…) would wait for it)")
+    func releasesStandardOutput() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        // Started as a bus starts it: no --notify-ready, its standard output a pipe whose reader waits for the end.
+        let output = try #require(closeOnExecPipe())
+        let daemon = try ChildProcess.spawn(Tool.binary.deletingLastPathComponent().appendingPathComponent("keychaind").path,
+                                            arguments: ["--foreground"], environment: home.environment, stdout: output.write)
+        close(output.write)
+        defer {
+            daemon.send(SIGKILL)
+            _ = daemon.wait()
+            close(output.read)
+        }
+        var reader = pollfd(fd: output.read, events: Int16(POLLIN), revents: 0)
+        var ended = false
+        let deadline = Date().addingTimeInterval(20)
+        while !ended, Date() < deadline {
+            guard poll(&reader, 1, 200) > 0 else { continue }
+            var byte: UInt8 = 0
+            ended = read(output.read, &byte, 1) == 0
+        }
+        #expect(ended, "keychaind still holds its standard output")
+        #expect(kill(daemon.pid, 0) == 0)  // and it is still running
+    }
+
     @Test("auto with no keychaind to start (not beside the tool, not in PATH): in-process, and no daemon appears")
     func autoWithoutDaemonIsInProcess() throws {
         let home = try DaemonHome()
