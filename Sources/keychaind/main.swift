@@ -131,6 +131,12 @@ if let systemBus = try? DBusConnection.systemBus(fileDescriptors: true) {
 nonisolated(unsafe) var listeningSocket: Int32 = server.listeningDescriptor
 signal(SIGPIPE, SIG_IGN)
 signal(SIGTERM) { _ in _ = shutdown(listeningSocket, Int32(SHUT_RDWR)) }
+// A parent may have left them blocked (Foundation's Process does): then SIGTERM would never end keychaind.
+var ending = sigset_t()
+sigemptyset(&ending)
+sigaddset(&ending, SIGTERM)
+sigaddset(&ending, SIGINT)
+_ = pthread_sigmask(SIG_UNBLOCK, &ending, nil)
 signal(SIGINT) { _ in _ = shutdown(listeningSocket, Int32(SHUT_RDWR)) }
 FileHandle.standardError.write(Data("keychaind: serving \(server.socket.path)\n".utf8))
 server.run()

@@ -263,6 +263,31 @@ struct DaemonTests {
         #expect(kill(daemon.pid, 0) == 0)  // and it is still running
     }
 
+    @Test("keychaind ends on SIGTERM even when the program that started it left the signal blocked")
+    func endsOnTermWhenBlocked() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        var blocked = sigset_t(), previous = sigset_t()
+        sigemptyset(&blocked)
+        sigaddset(&blocked, SIGTERM)
+        // Foundation's Process starts its child with the starting thread's signal mask.
+        pthread_sigmask(SIG_BLOCK, &blocked, &previous)
+        let process = Process()
+        process.executableURL = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychaind")
+        process.arguments = ["--foreground"]
+        process.environment = home.environment
+        process.standardError = FileHandle.nullDevice
+        let started = Result { try process.run() }
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
+        try started.get()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        for _ in 0..<500 where !home.socketExists { usleep(10_000) }
+        kill(process.processIdentifier, SIGTERM)
+        for _ in 0..<500 where process.isRunning { usleep(10_000) }
+        #expect(!process.isRunning)
+        #expect(!home.socketExists)  // it ended as SIGTERM ends it: socket removed
+    }
+
     @Test("auto with no keychaind to start (not beside the tool, not in PATH): in-process, and no daemon appears")
     func autoWithoutDaemonIsInProcess() throws {
         let home = try DaemonHome()
