@@ -69,6 +69,13 @@ func notifyStarter(_ line: String) {
     }
 }
 
+/// Tells the starter and standard error why keychaind cannot serve, and ends.
+func failStart(_ reason: String) -> Never {
+    notifyStarter("failed: \(reason)")
+    FileHandle.standardError.write(Data("keychaind: \(reason)\n".utf8))
+    exit(1)
+}
+
 let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
 let server: KeychainDaemonServer
 do {
@@ -88,9 +95,7 @@ do {
             }
             try running.serveSecretService(busAddress: address, replace: arguments.contains("--replace"))
         } catch {
-            notifyStarter("failed: Secret Service: \(error.message)")
-            FileHandle.standardError.write(Data("keychaind: Secret Service: \(error.message)\n".utf8))
-            exit(1)
+            failStart("Secret Service: \(error.message)")
         }
         notifyStarter("ready")
         FileHandle.standardError.write(Data("keychaind: the keychaind on \(socket) now serves the Secret Service too\n".utf8))
@@ -100,9 +105,7 @@ do {
     FileHandle.standardError.write(Data("keychaind: already running on \(socket)\n".utf8))
     exit(0)
 } catch .failed(let reason) {
-    notifyStarter("failed: \(reason)")
-    FileHandle.standardError.write(Data("keychaind: \(reason)\n".utf8))
-    exit(1)
+    failStart(reason)
 }
 // The Secret Service, when asked for: on the session bus, beside the socket. A name owned by another program
 // (gnome-keyring-daemon) is an error unless --replace.
@@ -111,9 +114,7 @@ if arguments.contains("--secret-service") {
         let bus = try DBusConnection.sessionBus()
         try server.serveSecretService(on: bus, replace: arguments.contains("--replace"))
     } catch {
-        notifyStarter("failed: Secret Service: \(error)")
-        FileHandle.standardError.write(Data("keychaind: Secret Service: \(error)\n".utf8))
-        exit(1)
+        failStart("Secret Service: \(error)")
     }
 }
 notifyStarter("ready")

@@ -11,6 +11,6 @@ public func fuzzPKCS12(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         for identity in archive.identities { _ = identity.certificate.subjectSummary }
     }
     _ = try? PKCS12Archive(der: bytes, password: nil, iterationLimit: 4096)
-    _ = PEM.blocks(in: bytes)
+    _ = try? PEM.blocks(in: bytes)
     return 0
 }
