@@ -55,6 +55,7 @@ extension KeychainDaemonServer {
         var connectionService: EmbeddedKeychainService?
         defer { if let connectionService { retire(connectionService) } }
         var contexts = ConnectionContexts()
+        var connectionAsker = Asker(prompter: nil)
         while true {
             var frame: [UInt8]
             let start = stream.consumed
@@ -88,6 +89,7 @@ extension KeychainDaemonServer {
                         // itself).
                         let asker = Asker(prompter: Self.prompter(for: session),
                                           confirmer: Self.confirmer(for: peer, session: session))
+                        connectionAsker = asker
                         // Groups bound to other programs are left out until the user says yes (a decision: asked
                         // only where the client cannot answer it).
                         let caller = registry.admit(claimed) { group, members in
@@ -108,14 +110,17 @@ extension KeychainDaemonServer {
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
                     if case .serveSecretService(let address, let replace) = request {
-                        response = takeOverSecretService(for: peer, busAddress: address, replace: replace)
-                        _ = Framing.send(response.encode(), on: fd)
+                        _ = Framing.send(takeOverSecretService(for: peer, busAddress: address, replace: replace).encode(), on: fd)
                         return
                     }
-                    response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
-                    if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
-                                                                                               pid: peer.pid) {
-                        publish(event)
+                    if case .trustProgram(let path) = request {
+                        response = trustProgram(at: path, for: claimed, asker: connectionAsker)
+                    } else {
+                        response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                        if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
+                                                                                                   pid: peer.pid) {
+                            publish(event)
+                        }
                     }
                 }
             } catch {
@@ -140,5 +145,40 @@ extension KeychainDaemonServer {
             if n < 0 && errno == EINTR { continue }
             if n <= 0 || stopped.load(ordering: .relaxed) { return }
         }
+    }
+
+    /// `security trust-program PATH`: the program now at PATH (its path and the SHA-256 of its file) may use the
+    /// access groups its files claim, where the user says yes to each group bound to other programs. For a
+    /// rebuilt binary (a test suite after each build) that would otherwise be left out of its groups, asked
+    /// nothing, when it runs with nobody to ask. Only the keychain's own `security` may ask; the question goes
+    /// where `security` itself cannot answer it (``confirmer(for:session:)``).
+    func trustProgram(at path: String, for claimed: Caller, asker: Asker) -> Response {
+        guard claimed.hasWildcard, let tool = claimed.application?.path, tool.hasSuffix("/security") else {
+            return .failure(KeychainError(.authFailed, "only the keychain's own security command may trust a program"))
+        }
+        let url = URL(fileURLWithPath: path).resolvingSymlinksInPath()
+        guard let digest = ExecutableDigest.of(path: url.path) else {
+            return .failure(KeychainError(.param, "cannot read \(url.path)"))
+        }
+        let program = TrustedApplication(path: url.path, digest: digest)
+        let identity = ApplicationIdentity.current(executable: url, environment: [:])
+        var refused: [String] = []
+        var status = KeychainStatus.interactionNotAllowed  // nobody to ask: no display, no login terminal
+        let admitted = registry.admit(Caller(accessGroups: identity.accessGroups, application: program)) { group, members in
+            let others = members.map(\.path).joined(separator: ", ")
+            let answer = asker.confirm("Let \(url.path), as its file is now, use the keychain access group "
+                + "\u{201C}\(group)\u{201D}, which holds items of \(others)?")
+            // Asked for on purpose: Allow binds as Always Allow does.
+            if answer == .allow || answer == .alwaysAllow { return .alwaysAllow }
+            refused.append(group)
+            if answer == .deny { status = .authFailed } else if answer == .cancelled, status != .authFailed { status = .userCanceled }
+            return answer
+        }
+        if !refused.isEmpty {
+            // As the other questions answer: Deny errSecAuthFailed, Cancel errSecUserCanceled, nobody to ask
+            // errSecInteractionNotAllowed.
+            return .failure(KeychainError(status, "not allowed to use \(refused.joined(separator: ", "))"))
+        }
+        return .count(admitted.accessGroups.count)
     }
 }

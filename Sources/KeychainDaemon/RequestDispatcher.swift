@@ -37,7 +37,7 @@ enum RequestDispatcher {
             case .importItems(let i, let r): return .items(try service.importItems(i, into: r))
             case .exportItems(let e, let r): return .secret(try service.exportItems(e, from: r))
             case .certificates(let d, let r): return .certificates(try service.certificates(d, in: r))
-            case .session, .subscribe, .serveSecretService: return .done  // the server's: prompter, events, the bus
+            case .session, .subscribe, .serveSecretService, .trustProgram: return .done  // the server's: prompter, events, the bus
             case .authenticateOwner(let password, let snapshot, let r):
                 return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)
             }

@@ -67,6 +67,9 @@ public enum Request: Sendable {
     /// From another keychaind started for the Secret Service (D-Bus activation) while this one serves the socket:
     /// serve org.freedesktop.secrets on that session bus too, so that one keychaind holds the keys.
     case serveSecretService(busAddress: String, replace: Bool)
+    /// From `security trust-program PATH`: let the program now at PATH use the access groups it claims, after the
+    /// user says yes where the asking program cannot answer. The answer is how many of its groups it may use.
+    case trustProgram(path: String)
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -107,6 +110,7 @@ public enum Request: Sendable {
             w.optionalString(c.term)
         case .subscribe: w.byte(26)
         case .serveSecretService(let address, let replace): w.byte(32); w.string(address); w.bool(replace)
+        case .trustProgram(let path): w.byte(33); w.string(path)
         case .useKey(let d, let use, let r): w.byte(27); try w.dictionary(d); w.keyUse(use); w.optionalReference(r)
         case .generateKeyPair(let g, let r):
             w.byte(28); w.string(g.keyType); w.int(Int64(g.bits)); try w.dictionary(g.privateAttributes)
@@ -163,6 +167,7 @@ public enum Request: Sendable {
             request = .session(session)
         case 26: request = .subscribe
         case 32: request = .serveSecretService(busAddress: try r.string(), replace: try r.bool())
+        case 33: request = .trustProgram(path: try r.string())
         case 27: request = .useKey(try r.dictionary(), try r.keyUse(), try r.optionalReference())
         case 28:
             let keyType = try r.string()

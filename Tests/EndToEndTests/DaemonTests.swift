@@ -728,6 +728,56 @@ struct DaemonTests {
         #expect(try run(["get", "svc", "rebuilt"]) == 44)
     }
 
+    @Test("security trust-program: a rebuilt program is let into its groups by a yes where it cannot answer; only security may ask")
+    func trustRebuiltProgram() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let pinentry = try ScriptedPinentry(in: home.tool.home)
+        var environment = home.environment
+        environment["PINENTRY_PROGRAM"] = pinentry.program.path
+        environment["DISPLAY"] = ":kc-test"
+        let bin = home.tool.home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let program = bin.appendingPathComponent("keychain-example")
+        try FileManager.default.copyItem(at: Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example"),
+                                         to: program)
+        func run(_ path: String, _ arguments: [String], stdin: String = "") throws -> Tool.Result {
+            let output = try ChildProcess.run(path, arguments: arguments, environment: environment, input: Data(stdin.utf8))
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+        let security = Tool.binary.path
+        #expect(try run(security, ["list-keychains"]).status == 0)  // keychaind starts, on the session's display
+        #expect(try run(program.path, ["set", "svc", "first"], stdin: "v1").status == 0)  // binds its group
+        // Rebuilt: same path, other bytes. Refused its group (here by Deny), it finds nothing.
+        let handle = try FileHandle(forWritingTo: program)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([0]))
+        try handle.close()
+        try pinentry.answer("deny")
+        #expect(try run(program.path, ["get", "svc", "first"]).status == 44)
+        // Refused (Deny): errSecAuthFailed, and still nothing.
+        let denied = try run(security, ["trust-program", program.path])
+        #expect(denied.status == 51, "\(denied.stderr)")
+        #expect(try run(program.path, ["get", "svc", "first"]).status == 44)
+        // The developer lets this build in, once, from the terminal: asked where the asking program cannot answer.
+        try pinentry.answer("allow")
+        let trusted = try run(security, ["trust-program", program.path])
+        #expect(trusted.status == 0, "\(trusted.stderr)")
+        #expect(trusted.stdout == "\(program.path) may use 1 access group.\n")
+        #expect(pinentry.descriptions.contains("as its file is now"))
+        // From now on this build runs with nobody asked: it stores and reads in its group.
+        let asked = pinentry.confirmations
+        #expect(try run(program.path, ["set", "svc", "second"], stdin: "v2").status == 0)
+        #expect(try run(program.path, ["get", "svc", "second"]).stdout == "v2\n")
+        #expect(pinentry.confirmations == asked)
+        // Any other program asking keychaind for this is refused.
+        let socket = KeychainLocations.current(environment: environment).daemonSocket
+        let other = try #require(try RemoteKeychainService.connect(to: socket, environment: environment))
+        #expect(throws: KeychainError.self) { try other.trustProgram(at: program.path) }
+    }
+
     @Test("another program claiming a group bound to the first is asked about it once (Deny, then Always Allow)")
     func groupClaimAsked() throws {
         let home = try DaemonHome()

@@ -646,4 +646,150 @@ struct SecretServiceTests {
             to: KeychainLocations.current(environment: desktop.environment).daemonSocket, environment: desktop.environment))
         #expect(throws: KeychainError.self) { try service.serveSecretService(busAddress: desktop.address, replace: false) }
     }
+
+    /// The Secret Service API 0.2, method by method and property by property, printed with object paths reduced to
+    /// their kind so that implementations compare line by line. Its output from gnome-keyring-daemon 42 (Debian
+    /// 12) is the reference below; keychaind gives the same, except where noted.
+    static let specificationWalk = """
+        # Secret Service API 0.2, method by method and property by property, printed in a form that does not depend on the
+        # implementation's own object names (paths become their kind), so two implementations can be compared line by line.
+        import re, sys
+        from jeepney import DBusAddress, new_method_call, Properties, DBusErrorResponse
+        from jeepney.io.blocking import open_dbus_connection
+
+        bus = open_dbus_connection(bus="SESSION")
+        NAME = "org.freedesktop.secrets"
+        SERVICE = DBusAddress("/org/freedesktop/secrets", bus_name=NAME, interface="org.freedesktop.Secret.Service")
+
+        def shape(value):
+            if isinstance(value, str) and value.startswith("/org/freedesktop/secrets/"):
+                if "/session/" in value: return "<session>"
+                if "/prompt/" in value: return "<prompt>"
+                parts = value.split("/")
+                if len(parts) >= 7: return "<item>"
+                return "<collection>"
+            if isinstance(value, tuple): return tuple(shape(v) for v in value)
+            if isinstance(value, list): return sorted((shape(v) for v in value), key=repr)
+            if isinstance(value, dict): return {shape(k): shape(v) for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))}
+            if isinstance(value, bytes): return value
+            return value
+
+        def call(address, method, signature=None, *body, interface=None):
+            if interface:
+                address = DBusAddress(address.object_path, bus_name=NAME, interface=interface)
+            message = new_method_call(address, method, signature, body) if signature else new_method_call(address, method)
+            reply = bus.send_and_get_reply(message, timeout=20)
+            if reply.header.message_type.name == "error":
+                return ("error", reply.header.fields.get(4))
+            return reply.body
+
+        def show(label, value):
+            print(f"{label}: {shape(value)!r}")
+
+        def prop(path, interface, name):
+            reply = bus.send_and_get_reply(Properties(DBusAddress(path, bus_name=NAME, interface=interface)).get(name))
+            if reply.header.message_type.name == "error":
+                return ("error", reply.header.fields.get(4))
+            return reply.body[0][1]
+
+        session = call(SERVICE, "OpenSession", "sv", "plain", ("s", ""))
+        show("OpenSession plain", session)
+        session_path = session[1]
+        show("OpenSession unknown algorithm", call(SERVICE, "OpenSession", "sv", "rot13", ("s", "")))
+        default = call(SERVICE, "ReadAlias", "s", "default")[0]
+        if default == "/":
+            created = call(SERVICE, "CreateCollection", "a{sv}s", {"org.freedesktop.Secret.Collection.Label": ("s", "Login")}, "default")
+            default = call(SERVICE, "ReadAlias", "s", "default")[0]
+        show("ReadAlias default", default)
+        show("ReadAlias nothing", call(SERVICE, "ReadAlias", "s", "no-such-alias"))
+        show("Service.Collections holds default", default in prop("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Collections"))
+        C = "org.freedesktop.Secret.Collection"
+        collection = DBusAddress(default, bus_name=NAME, interface=C)
+        show("Collection.Locked", prop(default, C, "Locked"))
+        show("Collection.Label is text", isinstance(prop(default, C, "Label"), str))
+        show("Collection.Created > 0", prop(default, C, "Created") > 0)
+        secret = (session_path, b"", b"spec-secret", "text/plain")
+        props = {"org.freedesktop.Secret.Item.Label": ("s", "Spec item"),
+                 "org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"spec": "yes", "xdg:schema": "org.example.Spec"})}
+        made = call(collection, "CreateItem", "a{sv}(oayays)b", props, secret, False)
+        show("CreateItem", made)
+        item_path = made[0]
+        I = "org.freedesktop.Secret.Item"
+        item = DBusAddress(item_path, bus_name=NAME, interface=I)
+        show("Collection.Items holds it", item_path in prop(default, C, "Items"))
+        show("Item.Label", prop(item_path, I, "Label"))
+        show("Item.Attributes", prop(item_path, I, "Attributes"))
+        show("Item.Locked", prop(item_path, I, "Locked"))
+        show("Item.Type", prop(item_path, I, "Type"))
+        show("Item.Created > 0", prop(item_path, I, "Created") > 0)
+        show("GetSecret", call(item, "GetSecret", "o", session_path))
+        show("GetSecret, no such session", call(item, "GetSecret", "o", "/org/freedesktop/secrets/session/nope"))
+        show("SetSecret", call(item, "SetSecret", "(oayays)", (session_path, b"", b"changed", "text/plain")))
+        show("GetSecret after SetSecret", call(item, "GetSecret", "o", session_path))
+        show("Properties.Set Label", bus.send_and_get_reply(Properties(item).set("Label", "s", "Renamed")).body)
+        show("Item.Label after Set", prop(item_path, I, "Label"))
+        show("Properties.Set Attributes", bus.send_and_get_reply(Properties(item).set("Attributes", "a{ss}", {"spec": "changed"})).body)
+        show("Item.Attributes after Set", prop(item_path, I, "Attributes"))
+        show("Service.SearchItems", call(SERVICE, "SearchItems", "a{ss}", {"spec": "changed"}))
+        show("Service.SearchItems, none", call(SERVICE, "SearchItems", "a{ss}", {"spec": "no-such-value"}))
+        show("Collection.SearchItems", call(collection, "SearchItems", "a{ss}", {"spec": "changed"}))
+        show("GetSecrets", call(SERVICE, "GetSecrets", "aoo", [item_path], session_path))
+        show("Unlock, already unlocked", call(SERVICE, "Unlock", "ao", [item_path]))
+        show("an unknown method", call(SERVICE, "NoSuchMethod"))
+        show("Item.Delete", call(item, "Delete"))
+        show("GetSecret of a deleted item", call(item, "GetSecret", "o", session_path))
+        show("Service.SearchItems after Delete", call(SERVICE, "SearchItems", "a{ss}", {"spec": "changed"}))
+        show("Session.Close", call(DBusAddress(session_path, bus_name=NAME, interface="org.freedesktop.Secret.Session"), "Close"))
+        show("GetSecrets on a closed session", call(SERVICE, "GetSecrets", "aoo", [], session_path))
+        """
+
+    @Test("the specification, call by call, answers as gnome-keyring answers (one difference, noted)",
+          .enabled(if: SecretServiceTests.hasPythonClients))
+    func specificationAsGnomeKeyring() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        let script = desktop.home.tool.home.appendingPathComponent("specification.py")
+        try Self.specificationWalk.write(to: script, atomically: true, encoding: .utf8)
+        let result = try desktop.run("/usr/bin/env", "python3", script.path)
+        // gnome-keyring's reply, line by line, but for a deleted item's GetSecret: gnome-keyring answers
+        // org.freedesktop.DBus.Error.UnknownMethod (its object is gone from the bus), keychaind the specification's
+        // org.freedesktop.Secret.Error.NoSuchObject.
+        #expect(result.stdout == """
+            OpenSession plain: (('s', ''), '<session>')
+            OpenSession unknown algorithm: ('error', 'org.freedesktop.DBus.Error.NotSupported')
+            ReadAlias default: '<collection>'
+            ReadAlias nothing: ('/',)
+            Service.Collections holds default: True
+            Collection.Locked: False
+            Collection.Label is text: True
+            Collection.Created > 0: True
+            CreateItem: ('<item>', '/')
+            Collection.Items holds it: True
+            Item.Label: 'Spec item'
+            Item.Attributes: {'spec': 'yes', 'xdg:schema': 'org.example.Spec'}
+            Item.Locked: False
+            Item.Type: 'org.example.Spec'
+            Item.Created > 0: True
+            GetSecret: (('<session>', b'', b'spec-secret', 'text/plain'),)
+            GetSecret, no such session: ('error', 'org.freedesktop.Secret.Error.NoSession')
+            SetSecret: ()
+            GetSecret after SetSecret: (('<session>', b'', b'changed', 'text/plain'),)
+            Properties.Set Label: ()
+            Item.Label after Set: 'Renamed'
+            Properties.Set Attributes: ()
+            Item.Attributes after Set: {'spec': 'changed', 'xdg:schema': 'org.example.Spec'}
+            Service.SearchItems: (['<item>'], [])
+            Service.SearchItems, none: ([], [])
+            Collection.SearchItems: (['<item>'],)
+            GetSecrets: ({'<item>': ('<session>', b'', b'changed', 'text/plain')},)
+            Unlock, already unlocked: (['<item>'], '/')
+            an unknown method: ('error', 'org.freedesktop.DBus.Error.UnknownMethod')
+            Item.Delete: ('/',)
+            GetSecret of a deleted item: ('error', 'org.freedesktop.Secret.Error.NoSuchObject')
+            Service.SearchItems after Delete: ([], [])
+            Session.Close: ()
+            GetSecrets on a closed session: ('error', 'org.freedesktop.Secret.Error.NoSession')
+
+            """, "\(result.stderr)")
+    }
 }

@@ -95,13 +95,14 @@ extension SecretServiceObjects {
         guard let id = SecretSessionCollection.itemID(path) else {
             throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set here")
         }
-        _ = try unlockedSessionItem(id)
+        let current = try unlockedSessionItem(id)
         switch name {
         case "Label":
             guard let label = value.stringValue else { throw Failure.invalidArgs("Label is a string") }
             sessionItems.update(id) { $0.label = label }
         case "Attributes":
-            guard let attributes = value.stringDictionaryValue else { throw Failure.invalidArgs("Attributes is a{ss}") }
+            guard var attributes = value.stringDictionaryValue else { throw Failure.invalidArgs("Attributes is a{ss}") }
+            attributes["xdg:schema"] = attributes["xdg:schema"] ?? current.attributes["xdg:schema"]  // kept, as gnome-keyring does
             sessionItems.update(id) { $0.attributes = attributes }
         default:
             throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) is read-only")

@@ -422,15 +422,17 @@ struct SecretServiceObjects: Sendable {
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) cannot be set here")
             }
             guard let id else { return try setCollectionProperty(keychain, name: name, value: value) }
-            _ = try unlockedItem(keychain, id)
+            let current = try unlockedItem(keychain, id)
             switch name {
             case "Label":
                 guard let label = value.stringValue else { throw Failure.invalidArgs("Label is a string") }
                 try service.update(["v_PersistentRef": .data(reference(id))], with: ["labl": .string(label)], in: keychain, grants: grants(for: id))
             case "Attributes":
-                guard let attributes = value.stringDictionaryValue, SecretItemMapping.isStorable(attributes) else {
+                guard var attributes = value.stringDictionaryValue, SecretItemMapping.isStorable(attributes) else {
                     throw Failure.invalidArgs("Attributes is a{ss}")
                 }
+                // The item's schema (its Type) stays when new attributes leave it out, as gnome-keyring keeps it.
+                attributes["xdg:schema"] = attributes["xdg:schema"] ?? SecretItemMapping.attributes(of: current)["xdg:schema"]
                 var changes = SecretItemMapping.itemAttributes(label: "", attributes: attributes)
                 changes.removeValue(forKey: "class")
                 changes.removeValue(forKey: "labl")

@@ -156,6 +156,13 @@ public final class RemoteKeychainService: KeychainService {
         _ = try call(.serveSecretService(busAddress: busAddress, replace: replace))
     }
 
+    /// Asks keychaind to let the program at `path` (as its file is now) use the access groups it claims; the user
+    /// is asked where this program cannot answer. Returns how many of its groups it may use.
+    public func trustProgram(at path: String) throws(KeychainError) -> Int {
+        guard case .count(let groups) = try call(.trustProgram(path: path)) else { throw unexpected() }
+        return groups
+    }
+
     /// Sends one request and waits for its answer; a failure answer is thrown as the daemon's error.
     private func call(_ request: Request) throws(KeychainError) -> Response {
         var payload: [UInt8]

@@ -125,6 +125,23 @@ public final class SecurityProgram {
             }
             return 1
         },
+        // Beyond macOS: a rebuilt program (a test binary after each build) is a new program to keychaind.
+        Command(name: "trust-program", usage: "program",
+                help: "Let a rebuilt or replaced program use the access groups it claims.") { args throws(CommandError) in
+            guard args.count == 1 else { throw .usage }
+            guard let daemon = self.session.service as? RemoteKeychainService else {
+                throw .status(KeychainError(.notAvailable, "trust-program needs keychaind (KEYCHAIN_BACKEND=daemon)"),
+                              api: "trust-program")
+            }
+            let path = CertificateCommands.absolute(args[0])
+            do throws(KeychainError) {
+                let groups = try daemon.trustProgram(at: path)
+                Terminal.writeOut("\(path) may use \(groups) access group\(groups == 1 ? "" : "s").\n")
+            } catch {
+                throw .status(error, api: "trust-program")
+            }
+            return 0
+        },
     ]
     }
 
