@@ -50,6 +50,25 @@ struct DaemonTests {
                                stderr: String(decoding: output.stderr, as: UTF8.self))
         }
 
+        /// This home's environment with keychaind asking through `pinentry` on a display of its own.
+        func environment(asking pinentry: ScriptedPinentry) -> [String: String] {
+            var environment = self.environment
+            environment["PINENTRY_PROGRAM"] = pinentry.program.path
+            environment["DISPLAY"] = ":kc-test"
+            return environment
+        }
+
+        /// A copy of keychain-example in this home's bin/: the same program name (so it claims the same access
+        /// group) in a file of its own, which a test can change as a rebuild would.
+        func copyOfExample() throws -> URL {
+            let bin = tool.home.appendingPathComponent("bin")
+            try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+            let copy = bin.appendingPathComponent("keychain-example")
+            try FileManager.default.copyItem(at: Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example"),
+                                             to: copy)
+            return copy
+        }
+
         /// The daemon's pid, from its lock file.
         var daemonPID: pid_t? {
             let directory = tool.home.appendingPathComponent("run/keychain")
@@ -705,10 +724,7 @@ struct DaemonTests {
     func rebuiltProgramAskedAgain() throws {
         let home = try DaemonHome()
         defer { home.cleanUp() }
-        let bin = home.tool.home.appendingPathComponent("bin")
-        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-        let copy = bin.appendingPathComponent("keychain-example")
-        try FileManager.default.copyItem(at: Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example"), to: copy)
+        let copy = try home.copyOfExample()
         func run(_ arguments: [String], stdin: String = "") throws -> Int32? {
             let output = try ChildProcess.run(copy.path, arguments: arguments, environment: home.environment,
                                               input: Data(stdin.utf8))
@@ -733,14 +749,8 @@ struct DaemonTests {
         let home = try DaemonHome()
         defer { home.cleanUp() }
         let pinentry = try ScriptedPinentry(in: home.tool.home)
-        var environment = home.environment
-        environment["PINENTRY_PROGRAM"] = pinentry.program.path
-        environment["DISPLAY"] = ":kc-test"
-        let bin = home.tool.home.appendingPathComponent("bin")
-        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-        let program = bin.appendingPathComponent("keychain-example")
-        try FileManager.default.copyItem(at: Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example"),
-                                         to: program)
+        let environment = home.environment(asking: pinentry)
+        let program = try home.copyOfExample()
         func run(_ path: String, _ arguments: [String], stdin: String = "") throws -> Tool.Result {
             let output = try ChildProcess.run(path, arguments: arguments, environment: environment, input: Data(stdin.utf8))
             let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
@@ -783,14 +793,9 @@ struct DaemonTests {
         let home = try DaemonHome()
         defer { home.cleanUp() }
         let pinentry = try ScriptedPinentry(in: home.tool.home)
-        var environment = home.environment
-        environment["PINENTRY_PROGRAM"] = pinentry.program.path
-        environment["DISPLAY"] = ":kc-test"
+        let environment = home.environment(asking: pinentry)
         let original = Tool.binary.deletingLastPathComponent().appendingPathComponent("keychain-example")
-        let bin = home.tool.home.appendingPathComponent("bin")
-        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-        let impostor = bin.appendingPathComponent("keychain-example")  // same name, so it claims the same group
-        try FileManager.default.copyItem(at: original, to: impostor)
+        let impostor = try home.copyOfExample()  // same name, so it claims the same group
         func run(_ program: URL, _ arguments: [String], stdin: String = "") throws -> (Int32?, String) {
             let output = try ChildProcess.run(program.path, arguments: arguments, environment: environment,
                                               input: Data(stdin.utf8))
