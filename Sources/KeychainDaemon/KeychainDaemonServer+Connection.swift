@@ -153,7 +153,7 @@ extension KeychainDaemonServer {
     /// nothing, when it runs with nobody to ask. Only the keychain's own `security` may ask; the question goes
     /// where `security` itself cannot answer it (``confirmer(for:session:)``).
     func trustProgram(at path: String, for claimed: Caller, asker: Asker) -> Response {
-        guard claimed.hasWildcard, let tool = claimed.application?.path, tool.hasSuffix("/security") else {
+        guard AccessEvaluator.mayActOnWholeKeychain(claimed), claimed.application != nil else {
             return .failure(KeychainError(.authFailed, "only the keychain's own security command may trust a program"))
         }
         let url = URL(fileURLWithPath: path).resolvingSymlinksInPath()

@@ -37,6 +37,10 @@ enum RequestDispatcher {
             case .importItems(let i, let r): return .items(try service.importItems(i, into: r))
             case .exportItems(let e, let r): return .secret(try service.exportItems(e, from: r))
             case .certificates(let d, let r): return .certificates(try service.certificates(d, in: r))
+            case .backUp(let r, let path, let password):
+                return .backupReport(try service.backUp(r, to: path, password: password))
+            case .restore(let path, let password, let r):
+                return .backupReport(try service.restore(from: path, password: password, into: r))
             case .session, .subscribe, .serveSecretService, .trustProgram: return .done  // the server's: prompter, events, the bus
             case .authenticateOwner(let password, let snapshot, let r):
                 return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)
@@ -55,6 +59,7 @@ enum RequestDispatcher {
         switch request {
         case .add(_, let r), .upsert(_, _, _, let r), .replaceAll(_, _, let r), .generateKeyPair(_, let r),
              .importItems(_, let r): return on(.add, r)
+        case .restore(_, _, let r): return on(.add, r)
         case .update(_, _, let r): return on(.update, r)
         case .delete(_, let r): return on(.delete, r)
         case .lock(let r): return on(.lock, r)

@@ -70,6 +70,10 @@ public enum Request: Sendable {
     /// From `security trust-program PATH`: let the program now at PATH use the access groups it claims, after the
     /// user says yes where the asking program cannot answer. The answer is how many of its groups it may use.
     case trustProgram(path: String)
+    /// `security backup-keychain`: every item of the keychain into a backup file at an absolute path.
+    case backUp(KeychainReference, path: String, password: SecretBytes)
+    /// `security restore-keychain`: a backup file's items into the keychain, in one transaction.
+    case restore(path: String, password: SecretBytes, KeychainReference)
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -111,6 +115,8 @@ public enum Request: Sendable {
         case .subscribe: w.byte(26)
         case .serveSecretService(let address, let replace): w.byte(32); w.string(address); w.bool(replace)
         case .trustProgram(let path): w.byte(33); w.string(path)
+        case .backUp(let r, let path, let password): w.byte(34); w.reference(r); w.string(path); w.secret(password)
+        case .restore(let path, let password, let r): w.byte(35); w.string(path); w.secret(password); w.reference(r)
         case .useKey(let d, let use, let r): w.byte(27); try w.dictionary(d); w.keyUse(use); w.optionalReference(r)
         case .generateKeyPair(let g, let r):
             w.byte(28); w.string(g.keyType); w.int(Int64(g.bits)); try w.dictionary(g.privateAttributes)
@@ -168,6 +174,8 @@ public enum Request: Sendable {
         case 26: request = .subscribe
         case 32: request = .serveSecretService(busAddress: try r.string(), replace: try r.bool())
         case 33: request = .trustProgram(path: try r.string())
+        case 34: request = .backUp(try r.reference(), path: try r.string(), password: try r.secret())
+        case 35: request = .restore(path: try r.string(), password: try r.secret(), try r.reference())
         case 27: request = .useKey(try r.dictionary(), try r.keyUse(), try r.optionalReference())
         case 28:
             let keyType = try r.string()
@@ -218,6 +226,7 @@ public enum Response: Sendable {
     /// A generated, stored key pair.
     case keyPair(GeneratedKeyPair)
     case certificates([CertificateRecord])
+    case backupReport(BackupReport)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -240,6 +249,10 @@ public enum Response: Sendable {
         case .event(let e): w.byte(10); w.int(Int64(e.kind.rawValue)); w.optionalString(e.keychain); w.int(Int64(e.pid))
         case .secret(let s): w.byte(11); w.secret(s)
         case .keyPair(let pair): w.byte(12); w.found(pair.privateKey); w.blob(pair.publicKey)
+        case .backupReport(let report):
+            w.byte(14)
+            for n in [report.items, report.thisDeviceOnly, report.kept, report.skippedOtherDevice, report.leftOutPasscode,
+                      report.leftOutApplicationPassword] { w.int(Int64(n)) }
         case .certificates(let list):
             w.byte(13)
             w.int(Int64(list.count))
@@ -309,6 +322,15 @@ public enum Response: Sendable {
                                               hasPrivateKey: hasPrivateKey, notBefore: times[0], notAfter: times[1]))
             }
             response = .certificates(list)
+        case 14:
+            var counts: [Int] = []
+            for _ in 0..<6 {
+                guard let n = Int(exactly: try r.int()), n >= 0 else { throw .malformed("backup report") }
+                counts.append(n)
+            }
+            response = .backupReport(BackupReport(items: counts[0], thisDeviceOnly: counts[1], kept: counts[2],
+                                                  skippedOtherDevice: counts[3], leftOutPasscode: counts[4],
+                                                  leftOutApplicationPassword: counts[5]))
         default: throw .malformed("response")
         }
         guard r.atEnd else { throw .malformed("response (trailing bytes)") }

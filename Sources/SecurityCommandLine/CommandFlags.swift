@@ -19,6 +19,8 @@ public enum CommandFlags {
     public static let findCertificate = "ac:e:mpZ"
     public static let findIdentity = "p:s:v"
     public static let deleteCertificate = "c:Z:t"
+    public static let backupKeychain = "k:o:P:"
+    public static let restoreKeychain = "k:i:P:"
 
     public static let byCommand: [String: String] = [
         "add-generic-password": addGeneric, "add-internet-password": addInternet,
@@ -30,6 +32,7 @@ public enum CommandFlags {
         "import": importItems, "export": export, "add-certificates": addCertificates,
         "find-certificate": findCertificate, "find-identity": findIdentity,
         "delete-certificate": deleteCertificate, "delete-identity": deleteCertificate,
+        "backup-keychain": backupKeychain, "restore-keychain": restoreKeychain,
     ]
 
     /// The commands that also take `--json`.

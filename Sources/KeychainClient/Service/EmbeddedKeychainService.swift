@@ -224,6 +224,45 @@ public final class EmbeddedKeychainService: KeychainService {
         try file(keychain).allItems(includingSecrets: includingSecrets, caller: caller)
     }
 
+    // MARK: - Backup
+
+    public func backUp(_ keychain: KeychainReference, to path: String, password: SecretBytes) throws(KeychainError)
+        -> BackupReport
+    {
+        let file = try ownersFile(keychain, doing: "back up")
+        return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
+            _ throws(KeychainError) in try file.writeBackup(to: path, password: password)
+        }
+    }
+
+    public func restore(from path: String, password: SecretBytes, into keychain: KeychainReference)
+        throws(KeychainError) -> BackupReport
+    {
+        let file = try ownersFile(keychain, doing: "restore a backup into")
+        return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
+            _ throws(KeychainError) in try file.restoreBackup(from: path, password: password)
+        }
+    }
+
+    /// A keychain for an act on all of it: only for the keychain's own `security` (the evaluator's rule), and
+    /// only after its owner gave its password (asked where passwords are asked; a program that merely runs
+    /// `security` does not know it). A keychain without a password has nothing more to ask.
+    private func ownersFile(_ keychain: KeychainReference, doing act: String) throws(KeychainError) -> KeychainFile {
+        guard AccessEvaluator.mayActOnWholeKeychain(caller) else {
+            throw KeychainError(.authFailed, "only the keychain's own security command may \(act) a whole keychain")
+        }
+        let file = try file(keychain)
+        guard file.hasPassword else { return file }
+        let gate = OwnerGate(file: file)
+        guard let prompter = asker.prompter else {
+            throw .interactionNotAllowed("no way to ask for the keychain password")
+        }
+        let question = "security wants to \(act) every item of the keychain \u{201C}\(gate.keychainName)\u{201D}."
+        try asker.askOwnerPassword(call: Asker.Call(program: caller.application?.path, operationPrompt: question),
+                                   gate: gate, prompter: prompter, fallback: question)
+        return file
+    }
+
     /// Nothing to subscribe to in-process: only keychaind hears every process's changes.
     public func subscribe(_ handler: @escaping @Sendable (KeychainEvent) -> Void) throws(KeychainError)
         -> EventSubscription?

@@ -23,3 +23,23 @@ public struct FileGate: AskerGate {
         try file.trust(application, item: item, grants: grants)
     }
 }
+
+/// The owner's proof for an act on the whole keychain (a backup, a restore): its password, which also unlocks a
+/// locked keychain, so that the person is asked once.
+struct OwnerGate: PasswordGate {
+    let file: KeychainFile
+
+    var keychainName: String { FileGate(file: file).keychainName }
+
+    func unlock(password: SecretBytes) throws(KeychainError) { try file.unlock(password: password) }
+
+    func authenticateOwner(password: SecretBytes, context: AuthenticationContext?) throws(KeychainError) -> Bool {
+        guard file.isLocked else { return try file.authenticateOwner(password, for: context ?? AuthenticationContext()) }
+        do {
+            try file.unlock(password: password)
+            return true
+        } catch where error.status == .authFailed {
+            return false
+        }
+    }
+}

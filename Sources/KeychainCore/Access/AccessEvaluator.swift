@@ -134,6 +134,17 @@ public struct CallCircumstances: Sendable {
 /// call has proved or been granted, and how it may involve the user. The output is allow, leave out, deny with
 /// Apple's status, or the one requirement to meet next. No I/O: storage applies it, the Asker obtains what it needs.
 public enum AccessEvaluator {
+    // MARK: - The whole keychain
+
+    /// Whether `caller` may act on the whole keychain at once: back it up, restore into it, let a rebuilt program
+    /// into the groups it claims. Only the keychain's own `security` command (of the tools that see every group,
+    /// the one a person types), and in-process the process itself, which opens the files with its own keys anyway.
+    public static func mayActOnWholeKeychain(_ caller: Caller) -> Bool {
+        guard caller.hasWildcard else { return false }
+        guard let program = caller.application?.path else { return true }
+        return program.hasSuffix("/security")
+    }
+
     // MARK: - Access groups (semantics §3.2, §3.3)
 
     /// Whether `caller` may read items of `group` (a query that names a group it may not: errSecMissingEntitlement).

@@ -92,6 +92,18 @@ public protocol KeychainService: Sendable {
     func certificates(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
         -> [CertificateRecord]
 
+    // MARK: - Backup (`security backup-keychain`, `restore-keychain`)
+
+    /// Writes every item of `keychain` into a backup file at `path` (absolute), sealed under `password`
+    /// (docs/FILE-FORMAT.md "Backup file"). Only the keychain's own `security` may, after the owner gave the
+    /// keychain's password (asked where passwords are asked); `WhenPasscodeSetThisDeviceOnly` items stay out.
+    func backUp(_ keychain: KeychainReference, to path: String, password: SecretBytes) throws(KeychainError)
+        -> BackupReport
+    /// Restores a backup file into `keychain`, all or nothing, merging by primary key (the newer modification date
+    /// wins; on a tie the keychain's copy stays). The same owner rule as ``backUp(_:to:password:)``.
+    func restore(from path: String, password: SecretBytes, into keychain: KeychainReference) throws(KeychainError)
+        -> BackupReport
+
     // MARK: - The owner (LocalAuthentication)
 
     /// Checks the keychain password for `context` and marks it authenticated when right (false when wrong; the

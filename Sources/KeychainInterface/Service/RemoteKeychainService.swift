@@ -158,6 +158,24 @@ public final class RemoteKeychainService: KeychainService {
 
     /// Asks keychaind to let the program at `path` (as its file is now) use the access groups it claims; the user
     /// is asked where this program cannot answer. Returns how many of its groups it may use.
+    public func backUp(_ keychain: KeychainReference, to path: String, password: SecretBytes) throws(KeychainError)
+        -> BackupReport
+    {
+        guard case .backupReport(let report) = try call(.backUp(keychain, path: path, password: password)) else {
+            throw unexpected()
+        }
+        return report
+    }
+
+    public func restore(from path: String, password: SecretBytes, into keychain: KeychainReference)
+        throws(KeychainError) -> BackupReport
+    {
+        guard case .backupReport(let report) = try call(.restore(path: path, password: password, keychain)) else {
+            throw unexpected()
+        }
+        return report
+    }
+
     public func trustProgram(at path: String) throws(KeychainError) -> Int {
         guard case .count(let groups) = try call(.trustProgram(path: path)) else { throw unexpected() }
         return groups

@@ -386,7 +386,7 @@ extension KeychainFile {
 
     // MARK: - Rows
 
-    private func insert(_ s: SealedItem, db: Database, changes: inout Manifest.Changes) throws {
+    func insert(_ s: SealedItem, db: Database, changes: inout Manifest.Changes) throws {
         try db.cachedStatement(
             sql: """
                 INSERT INTO items (rowid, uuid, kind, class, sync, gen, primary_index, group_index, account_index,

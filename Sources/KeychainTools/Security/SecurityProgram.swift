@@ -125,6 +125,15 @@ public final class SecurityProgram {
             }
             return 1
         },
+        // Beyond macOS: Apple's backup rules for one keychain, as a file of its own.
+        Command(name: "backup-keychain", usage: "[-k keychain] -o file [-P -]",
+                help: "Back up every item of a keychain into an encrypted file.") { args throws(CommandError) in
+            try BackupCommands(session: self.session).backUp(args)
+        },
+        Command(name: "restore-keychain", usage: "-i file [-k keychain] [-P -]",
+                help: "Restore a backup file's items into a keychain.") { args throws(CommandError) in
+            try BackupCommands(session: self.session).restore(args)
+        },
         // Beyond macOS: a rebuilt program (a test binary after each build) is a new program to keychaind.
         Command(name: "trust-program", usage: "program",
                 help: "Let a rebuilt or replaced program use the access groups it claims.") { args throws(CommandError) in
