@@ -27,6 +27,14 @@ let package = Package(
             path: "Sources/FuzzKeychainFile"
         ),
         .executableTarget(
+            name: "FuzzBackup",
+            dependencies: [
+                .product(name: "KeychainCore", package: root),
+                .product(name: "KeychainStorage", package: root),
+            ],
+            path: "Sources/FuzzBackup"
+        ),
+        .executableTarget(
             name: "FuzzWire",
             dependencies: [.product(name: "KeychainWire", package: root)],
             path: "Sources/FuzzWire"

@@ -19,7 +19,7 @@ bin="$(swift build "${flags[@]}" --show-bin-path)"
 mkdir -p artifacts
 export FUZZ_DEVICE_KEY="$PWD/fixtures/state/device.key"
 for target in query-parser:FuzzQueryParser keychain-file:FuzzKeychainFile command-line:FuzzCommandLine wire:FuzzWire \
-    certificate:FuzzCertificate pkcs12:FuzzPKCS12 dbus:FuzzDBus; do
+    certificate:FuzzCertificate pkcs12:FuzzPKCS12 dbus:FuzzDBus backup:FuzzBackup; do
     corpus="corpus/${target%%:*}" program="$bin/${target##*:}"
     scratch="$(mktemp -d)"
     echo "== ${target##*:}: $runs runs over $corpus"

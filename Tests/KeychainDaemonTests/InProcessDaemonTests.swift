@@ -131,3 +131,20 @@ struct InProcessDaemonTests {
         } == -50)
     }
 }
+
+extension InProcessDaemonTests {
+    @Test("only the keychain's own security may back up or restore a whole keychain through keychaind")
+    func backupIsForTheSecurityCommand() throws {
+        let daemon = try Running()
+        let client = try daemon.connect()
+        defer { client.close() }
+        try client.add(["class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "mine"))], to: nil)
+        let file = daemon.root.appendingPathComponent("stolen.backup").path
+        #expect(status { _ = try client.backUp(client.defaultKeychain(), to: file, password: SecretBytes(utf8: "x")) }
+                == -25293)
+        #expect(!FileManager.default.fileExists(atPath: file))
+        #expect(status {
+            _ = try client.restore(from: file, password: SecretBytes(utf8: "x"), into: client.defaultKeychain())
+        } == -25293)
+    }
+}

@@ -90,6 +90,11 @@ enum BackupArchive {
             } catch {
                 throw KeychainError(.internalComponent, "scrypt failed")
             }
+            self.init(passwordKey: passwordKey, header: header)
+        }
+
+        /// From the password's scrypt output (the fuzzer gives one directly: no scrypt per input).
+        init(passwordKey: SymmetricKey, header: Header) {
             let salt = withUnsafeBytes(of: header.backupID.uuid) { Array($0) }
             check = Sealing.hkdf(passwordKey, salt: salt, info: Array("kcb1/check".utf8))
             items = Sealing.hkdf(passwordKey, salt: salt, info: Array("kcb1/items".utf8))
@@ -207,14 +212,22 @@ extension BackupArchive {
         private var index: Int64 = 0
         private var finished = false
 
-        init(destination: String, password: SecretBytes, kdf: KDFParameters, deviceKey: SymmetricKey, now: Date)
-            throws(KeychainError)
+        convenience init(destination: String, password: SecretBytes, kdf: KDFParameters, deviceKey: SymmetricKey,
+                         now: Date) throws(KeychainError)
+        {
+            try self.init(destination: destination, kdf: kdf, deviceKey: deviceKey, now: now) { header throws(KeychainError) in
+                try Keys(password: password, header: header)
+            }
+        }
+
+        init(destination: String, kdf: KDFParameters, deviceKey: SymmetricKey, now: Date,
+             keys makeKeys: (Header) throws(KeychainError) -> Keys) throws(KeychainError)
         {
             var salt = [UInt8](repeating: 0, count: 32)
             for i in salt.indices { salt[i] = UInt8.random(in: 0...255) }
             header = Header(backupID: UUID(), created: Int64(now.timeIntervalSince1970),
                             sourceDevice: BackupArchive.deviceID(deviceKey), kdf: kdf, salt: salt)
-            keys = try Keys(password: password, header: header)
+            keys = try makeKeys(header)
             thisDeviceKey = keys.thisDevice(deviceKey: deviceKey, header: header)
             self.destination = destination
             let url = URL(fileURLWithPath: destination)
@@ -463,5 +476,45 @@ extension BackupArchive {
                 return
             }
         }
+    }
+}
+
+/// The fuzzer's way in (Fuzz/Sources/FuzzBackup): backups sealed under a fixed key instead of a password, so that
+/// no scrypt runs per input.
+@_spi(Testing) public enum BackupFuzzing {
+    static let key = SymmetricKey(data: [UInt8](repeating: 7, count: 32))
+
+    /// A valid backup of `count` items of every kind of record (portable and this-device), as bytes.
+    public static func seed(items count: Int, in directory: URL) throws(KeychainError) -> [UInt8] {
+        let path = directory.appendingPathComponent("seed-\(UUID().uuidString).backup").path
+        let writer = try BackupArchive.Writer(destination: path, kdf: .standard, deviceKey: key, now: Date()) { header in
+            BackupArchive.Keys(passwordKey: key, header: header)
+        }
+        for i in 0..<count {
+            let item = Item(itemClass: i % 2 == 0 ? .genericPassword : .internetPassword, attributes: [
+                "acct": .string("account \(i)"), "svce": .string("service"), "srvr": .string("example.com"),
+                "pdmn": .string(i % 3 == 0 ? "aku" : "ak"), "mdat": .date(Double(i)),
+            ])
+            try writer.add(item, secret: SecretBytes(utf8: "secret \(i)"))
+        }
+        try writer.finish(BackupReport(items: count, thisDeviceOnly: (count + 2) / 3))
+        defer { unlink(path) }
+        guard let bytes = FileSystem.readFile(path) else { throw KeychainError(.io, "cannot read the seed") }
+        return bytes
+    }
+
+    /// Reads `bytes` as a backup under the fixed key, every record opened and decoded; how many records were read
+    /// before the end or the first error (which must be a KeychainError, never a trap).
+    public static func read(_ bytes: [UInt8]) -> Int {
+        guard let reader = try? BackupArchive.Reader(bytes: bytes) else { return 0 }
+        guard (try? reader.unlock(keys: BackupArchive.Keys(passwordKey: key, header: reader.header), deviceKey: key))
+            != nil
+        else { return 0 }
+        var records = 0
+        while let record = try? reader.next() {
+            if case .item(let item, _) = record { _ = item.primaryKeyBytes }
+            records += 1
+        }
+        return records
     }
 }
