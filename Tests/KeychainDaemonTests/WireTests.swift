@@ -31,6 +31,8 @@ struct WireTests {
                                            publicAttributes: nil), work),
             .generateKeyPair(KeyGeneration(keyType: "42", bits: 2048, privateAttributes: [:],
                                            publicAttributes: ["labl": "public"]), nil),
+            .backUp(work, path: "/tmp/k/backup", password: SecretBytes(utf8: "bpw")),
+            .restore(path: "/tmp/k/backup", password: SecretBytes(utf8: "bpw"), work),
         ]
         for request in requests {
             let bytes = try request.encode()
@@ -156,5 +158,18 @@ struct CallerPolicyTests {
             .caller(for: PeerIdentity(pid: 1, uid: 0, executable: dir.appendingPathComponent("app").path))
         #expect(caller?.accessGroups == ["team.shared", "app"])
         #expect(CallerPolicy(toolDirectory: "/x").caller(for: PeerIdentity(pid: 1, uid: 0, executable: nil)) == nil)
+    }
+}
+
+extension WireTests {
+    @Test("a backup report comes back with every count")
+    func backupReportRoundTrip() throws {
+        let report = BackupReport(items: 7, thisDeviceOnly: 3, kept: 2, skippedOtherDevice: 1, leftOutPasscode: 4,
+                                  leftOutApplicationPassword: 5)
+        guard case .backupReport(let decoded) = try Response.decode(Response.backupReport(report).encode()) else {
+            Issue.record("not a backup report")
+            return
+        }
+        #expect(decoded == report)
     }
 }

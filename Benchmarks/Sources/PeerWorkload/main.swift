@@ -11,8 +11,33 @@ import KeychainStorage
 //   PeerWorkload unlock N     creates a keychain with a password beside it and times N unlocks of it (lock, then
 //                             unlock: scrypt and the keybag), printed the same way
 
-let usage = "usage: PeerWorkload prefill|run|unlock N\n"
+//   PeerWorkload fill N       adds N items in transactions of 10,000 (a large keychain, quickly)
+//   PeerWorkload backup PATH  backs the default keychain up into PATH; restore PATH restores it (the service's
+//                             calls, as `security backup-keychain` / `restore-keychain` make them), printing the
+//                             time, the item count and the peak resident memory
+
+let usage = "usage: PeerWorkload prefill|run|unlock|fill N | backup|restore PATH\n"
 let arguments = CommandLine.arguments.dropFirst()
+if arguments.count == 2, ["backup", "restore"].contains(arguments.first!) {
+    let service = EmbeddedKeychainService(caller: Caller(accessGroups: [Caller.wildcardGroup]))
+    let path = arguments.last!
+    let start = ContinuousClock.now
+    do {
+        let keychain = service.defaultKeychain()
+        let report = arguments.first == "backup"
+            ? try service.backUp(keychain, to: path, password: SecretBytes(utf8: "backup password"))
+            : try service.restore(from: path, password: SecretBytes(utf8: "backup password"), into: keychain)
+        let elapsed = ContinuousClock.now - start
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        print("\(arguments.first!)\titems \(report.items)\tseconds \(elapsed)\tpeak RSS MiB \(usage.ru_maxrss / 1024)")
+    } catch {
+        FileHandle.standardError.write(Data("\(arguments.first!): \(error.message)\n".utf8))
+        exit(1)
+    }
+    service.close()
+    exit(0)
+}
 guard arguments.count == 2, let count = Int(arguments.last!) else {
     FileHandle.standardError.write(Data(usage.utf8))
     exit(2)
@@ -48,6 +73,26 @@ case "prefill":
             FileHandle.standardError.write(Data("prefill \(i): \(error.message)\n".utf8))
             exit(1)
         }
+    }
+case "fill":
+    do {
+        let locations = KeychainLocations.current()
+        let url = locations.url(forKeychain: "login")
+        let configuration = KeychainFile.Configuration(stateDirectory: locations.stateDirectory)
+        let file = FileManager.default.fileExists(atPath: url.path)
+            ? try KeychainFile.open(at: url, configuration: configuration)
+            : try KeychainFile.create(at: url, password: nil, settings: .never, configuration: configuration)
+        for start in stride(from: 0, to: count, by: 10_000) {
+            try file.addAll((start..<min(count, start + 10_000)).map { i throws(KeychainError) in
+                try QueryParser.parse(
+                    ["class": "genp", "svce": "bench-fill", "acct": .string("fill-account-\(i)"),
+                     "labl": .string("label \(i)"), "v_Data": .data(Data("fill-password-\(i)".utf8))], for: .add)
+            }, caller: Caller(accessGroups: ["bench"]))
+        }
+        file.close()
+    } catch {
+        FileHandle.standardError.write(Data("fill: \(error.message)\n".utf8))
+        exit(1)
     }
 case "run":
     for i in 1...count {
