@@ -78,7 +78,10 @@ let package = Package(
         .target(
             name: "KeychainClient",
             dependencies: ["KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainKeys", "KeychainCertificates", "KeychainWire",
-                           "CKeychainLinux"],
+                           "CKeychainLinux",
+                           // A gnome-keyring keyring file is decrypted where the keychain's ciphers are (Migration/).
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "_CryptoExtras", package: "swift-crypto")],
             swiftSettings: strictSettings
         ),
         // The D-Bus wire protocol (marshalling, messages, a bus connection), for the Secret Service. Our own, in Swift:
@@ -145,9 +148,16 @@ let package = Package(
         ),
         // The command-line tools' programs (`security`, mirroring macOS's; git's and docker's credential helpers),
         // over the client interface alone.
+        // `security import-secrets`: other stores read as items (pass through gpg, KeePassXC's exports, another
+        // Secret Service over D-Bus). No cipher here: a keyring file is decrypted by the keychain service.
+        .target(
+            name: "KeychainMigration",
+            dependencies: ["KeychainCore", "KeychainInterface", "KeychainDBus"],
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "KeychainTools",
-            dependencies: ["SecurityCommandLine", "KeychainInterface", "KeychainCore",
+            dependencies: ["SecurityCommandLine", "KeychainInterface", "KeychainCore", "KeychainMigration",
                            .product(name: "SwiftASN1", package: "swift-asn1")],
             swiftSettings: strictSettings
         ),
@@ -190,6 +200,11 @@ let package = Package(
         .testTarget(
             name: "KeychainCoreTests",
             dependencies: ["KeychainCore"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "KeychainMigrationTests",
+            dependencies: ["KeychainMigration", "KeychainCore"],
             swiftSettings: strictSettings
         ),
         .testTarget(

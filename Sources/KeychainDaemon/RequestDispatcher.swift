@@ -41,6 +41,7 @@ enum RequestDispatcher {
                 return .backupReport(try service.backUp(r, to: path, password: password))
             case .restore(let path, let password, let r):
                 return .backupReport(try service.restore(from: path, password: password, into: r))
+            case .importSecrets(let request, let r): return .importReport(try service.importSecrets(request, into: r))
             case .session, .subscribe, .serveSecretService, .trustProgram: return .done  // the server's: prompter, events, the bus
             case .authenticateOwner(let password, let snapshot, let r):
                 return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)
@@ -60,6 +61,7 @@ enum RequestDispatcher {
         case .add(_, let r), .upsert(_, _, _, let r), .replaceAll(_, _, let r), .generateKeyPair(_, let r),
              .importItems(_, let r): return on(.add, r)
         case .restore(_, _, let r): return on(.add, r)
+        case .importSecrets(let request, let r): return request.dryRun ? nil : on(.add, r)
         case .update(_, _, let r): return on(.update, r)
         case .delete(_, let r): return on(.delete, r)
         case .lock(let r): return on(.lock, r)

@@ -74,6 +74,8 @@ public enum Request: Sendable {
     case backUp(KeychainReference, path: String, password: SecretBytes)
     /// `security restore-keychain`: a backup file's items into the keychain, in one transaction.
     case restore(path: String, password: SecretBytes, KeychainReference)
+    /// `security import-secrets`: secrets read from another store (or a keyring file to read), stored as items.
+    case importSecrets(SecretImport, KeychainReference?)
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -117,6 +119,17 @@ public enum Request: Sendable {
         case .trustProgram(let path): w.byte(33); w.string(path)
         case .backUp(let r, let path, let password): w.byte(34); w.reference(r); w.string(path); w.secret(password)
         case .restore(let path, let password, let r): w.byte(35); w.string(path); w.secret(password); w.reference(r)
+        case .importSecrets(let request, let r):
+            w.byte(36); w.bool(request.dryRun)
+            switch request.source {
+            case .entries(let entries):
+                w.byte(0)
+                w.int(Int64(entries.count))
+                for entry in entries { try w.dictionary(entry.attributes); w.secret(entry.secret); w.string(entry.name) }
+            case .gnomeKeyringFile(let file, let password):
+                w.byte(1); w.secret(file); w.secret(password)
+            }
+            w.optionalReference(r)
         case .useKey(let d, let use, let r): w.byte(27); try w.dictionary(d); w.keyUse(use); w.optionalReference(r)
         case .generateKeyPair(let g, let r):
             w.byte(28); w.string(g.keyType); w.int(Int64(g.bits)); try w.dictionary(g.privateAttributes)
@@ -176,6 +189,21 @@ public enum Request: Sendable {
         case 33: request = .trustProgram(path: try r.string())
         case 34: request = .backUp(try r.reference(), path: try r.string(), password: try r.secret())
         case 35: request = .restore(path: try r.string(), password: try r.secret(), try r.reference())
+        case 36:
+            let dryRun = try r.bool()
+            let source: SecretImport.Source
+            switch try r.byte() {
+            case 0:
+                let n = try r.elementCount()
+                var entries: [ImportedSecret] = []
+                for _ in 0..<n {
+                    entries.append(ImportedSecret(attributes: try r.dictionary(), secret: try r.secret(), name: try r.string()))
+                }
+                source = .entries(entries)
+            case 1: source = .gnomeKeyringFile(try r.secret(), password: try r.secret())
+            default: throw .malformed("import source")
+            }
+            request = .importSecrets(SecretImport(source, dryRun: dryRun), try r.optionalReference())
         case 27: request = .useKey(try r.dictionary(), try r.keyUse(), try r.optionalReference())
         case 28:
             let keyType = try r.string()
@@ -227,6 +255,7 @@ public enum Response: Sendable {
     case keyPair(GeneratedKeyPair)
     case certificates([CertificateRecord])
     case backupReport(BackupReport)
+    case importReport(ImportReport)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -253,6 +282,15 @@ public enum Response: Sendable {
             w.byte(14)
             for n in [report.items, report.thisDeviceOnly, report.kept, report.skippedOtherDevice, report.leftOutPasscode,
                       report.leftOutApplicationPassword] { w.int(Int64(n)) }
+        case .importReport(let report):
+            w.byte(15)
+            w.int(Int64(report.added.count))
+            for (code, n) in report.added.sorted(by: { $0.key < $1.key }) { w.string(code); w.int(Int64(n)) }
+            w.int(Int64(report.alreadyThere))
+            w.int(Int64(report.failures.count))
+            for failure in report.failures {
+                w.string(failure.name); w.int(Int64(failure.status.rawValue)); w.string(failure.message)
+            }
         case .certificates(let list):
             w.byte(13)
             w.int(Int64(list.count))
@@ -331,6 +369,21 @@ public enum Response: Sendable {
             response = .backupReport(BackupReport(items: counts[0], thisDeviceOnly: counts[1], kept: counts[2],
                                                   skippedOtherDevice: counts[3], leftOutPasscode: counts[4],
                                                   leftOutApplicationPassword: counts[5]))
+        case 15:
+            var report = ImportReport()
+            for _ in 0..<(try r.elementCount()) {
+                let code = try r.string()
+                guard let n = Int(exactly: try r.int()), n >= 0 else { throw .malformed("import report") }
+                report.added[code] = n
+            }
+            guard let there = Int(exactly: try r.int()), there >= 0 else { throw .malformed("import report") }
+            report.alreadyThere = there
+            for _ in 0..<(try r.elementCount()) {
+                let name = try r.string()
+                guard let status = Int32(exactly: try r.int()) else { throw .malformed("import report") }
+                report.failures.append(.init(name: name, status: KeychainStatus(status), message: try r.string()))
+            }
+            response = .importReport(report)
         default: throw .malformed("response")
         }
         guard r.atEnd else { throw .malformed("response (trailing bytes)") }

@@ -13,10 +13,14 @@ import Testing
 struct SecretServiceTests {
     /// A private session bus and a home whose keychaind serves org.freedesktop.secrets on it.
     final class Desktop {
-        let home = try! DaemonTests.DaemonHome()
+        let home: DaemonTests.DaemonHome
         let bus: PrivateSessionBus
 
-        init() throws { bus = try PrivateSessionBus() }
+        /// A new home, or `home` (a test that filled its keychain first).
+        init(home: DaemonTests.DaemonHome? = nil) throws {
+            self.home = try home ?? DaemonTests.DaemonHome()
+            bus = try PrivateSessionBus()
+        }
         var daemon: Process?
         var address: String { bus.address }
 

@@ -33,6 +33,10 @@ struct WireTests {
                                            publicAttributes: ["labl": "public"]), nil),
             .backUp(work, path: "/tmp/k/backup", password: SecretBytes(utf8: "bpw")),
             .restore(path: "/tmp/k/backup", password: SecretBytes(utf8: "bpw"), work),
+            .importSecrets(SecretImport(.entries([ImportedSecret(attributes: ["class": "genp", "svce": "s"],
+                                                                 secret: SecretBytes(utf8: "x"), name: "pass: s")]),
+                                        dryRun: true), work),
+            .importSecrets(SecretImport(.gnomeKeyringFile(SecretBytes(utf8: "file"), password: SecretBytes(utf8: "pw"))), nil),
         ]
         for request in requests {
             let bytes = try request.encode()
@@ -168,6 +172,20 @@ extension WireTests {
                                   leftOutApplicationPassword: 5)
         guard case .backupReport(let decoded) = try Response.decode(Response.backupReport(report).encode()) else {
             Issue.record("not a backup report")
+            return
+        }
+        #expect(decoded == report)
+    }
+}
+
+extension WireTests {
+    @Test("an import report comes back with its counts and every failure")
+    func importReportRoundTrip() throws {
+        let report = ImportReport(added: ["genp": 3, "inet": 1], alreadyThere: 2, failures: [
+            .init(name: "email/alice", status: .decode, message: "gpg could not decrypt it"),
+        ])
+        guard case .importReport(let decoded) = try Response.decode(Response.importReport(report).encode()) else {
+            Issue.record("not an import report")
             return
         }
         #expect(decoded == report)

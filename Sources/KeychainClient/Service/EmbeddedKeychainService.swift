@@ -244,6 +244,35 @@ public final class EmbeddedKeychainService: KeychainService {
         }
     }
 
+    // MARK: - Moving in
+
+    public func importSecrets(_ request: SecretImport, into keychain: KeychainReference?) throws(KeychainError)
+        -> ImportReport
+    {
+        let entries: [ImportedSecret]
+        switch request.source {
+        case .entries(let list): entries = list
+        case .gnomeKeyringFile(let file, let password): entries = try GnomeKeyringFile(file, password: password).secrets()
+        }
+        var report = ImportReport()
+        for entry in entries {
+            let kind = entry.attributes["class"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? "genp"
+            if request.dryRun {
+                report.added[kind, default: 0] += 1
+                continue
+            }
+            var dictionary = entry.attributes
+            dictionary["v_Data"] = .secret(entry.secret)
+            switch Result<FoundItem, KeychainError>(catching: { () throws(KeychainError) in try add(dictionary, to: keychain) }) {
+            case .success: report.added[kind, default: 0] += 1
+            case .failure(let error) where error.status == .duplicateItem: report.alreadyThere += 1
+            case .failure(let error):
+                report.failures.append(.init(name: entry.name, status: error.status, message: error.message))
+            }
+        }
+        return report
+    }
+
     /// A keychain for an act on all of it: only for the keychain's own `security` (the evaluator's rule), and
     /// only after its owner gave its password (asked where passwords are asked; a program that merely runs
     /// `security` does not know it). A keychain without a password has nothing more to ask.

@@ -104,6 +104,13 @@ public protocol KeychainService: Sendable {
     func restore(from path: String, password: SecretBytes, into keychain: KeychainReference) throws(KeychainError)
         -> BackupReport
 
+    // MARK: - Moving in (`security import-secrets`)
+
+    /// Stores secrets read from another store, each as an item: one that is already there (the same primary key)
+    /// is counted, not added twice; one that cannot be stored is reported by name and the others go on. A keyring
+    /// file is read here, with its password.
+    func importSecrets(_ request: SecretImport, into keychain: KeychainReference?) throws(KeychainError) -> ImportReport
+
     // MARK: - The owner (LocalAuthentication)
 
     /// Checks the keychain password for `context` and marks it authenticated when right (false when wrong; the

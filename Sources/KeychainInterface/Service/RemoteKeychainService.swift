@@ -176,6 +176,13 @@ public final class RemoteKeychainService: KeychainService {
         return report
     }
 
+    public func importSecrets(_ request: SecretImport, into keychain: KeychainReference?) throws(KeychainError)
+        -> ImportReport
+    {
+        guard case .importReport(let report) = try call(.importSecrets(request, keychain)) else { throw unexpected() }
+        return report
+    }
+
     public func trustProgram(at path: String) throws(KeychainError) -> Int {
         guard case .count(let groups) = try call(.trustProgram(path: path)) else { throw unexpected() }
         return groups

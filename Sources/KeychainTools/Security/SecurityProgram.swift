@@ -134,6 +134,12 @@ public final class SecurityProgram {
                 help: "Restore a backup file's items into a keychain.") { args throws(CommandError) in
             try BackupCommands(session: self.session).restore(args)
         },
+        // Beyond macOS: other stores' secrets moved in (docs/MIGRATION.md).
+        Command(name: "import-secrets",
+                usage: "--from secret-service|gnome-keyring|keepassxc-xml|keepassxc-csv|pass [--dry-run] [-k keychain] [-P -] [file|dir]",
+                help: "Copy another password store's secrets into a keychain.") { args throws(CommandError) in
+            try ImportSecretsCommand(session: self.session).run(args)
+        },
         // Beyond macOS: a rebuilt program (a test binary after each build) is a new program to keychaind.
         Command(name: "trust-program", usage: "program",
                 help: "Let a rebuilt or replaced program use the access groups it claims.") { args throws(CommandError) in

@@ -1,5 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import KeychainCore
+#endif
 
 /// How Secret Service items and Apple's items are one and the same: a Secret Service item is a generic password
 /// (`genp`). Its attribute set (`a{ss}`) is kept whole in `vwht` (kSecAttrSyncViewHint, part of Apple's primary
@@ -8,12 +11,13 @@ import KeychainCore
 /// kSecAttrAccount, so that `secret-tool lookup service S account A` finds what `security add-generic-password -s S
 /// -a A` stored and `security find-generic-password` finds what libsecret stored. Like every attribute, all of this
 /// is encrypted at rest. An Apple item without that encoding shows the attributes `service` and `account`.
-enum SecretItemMapping {
-    static let prefix = "org.freedesktop.secrets\u{1E}"
-    static let separator: Character = "\u{1F}"
+/// (keychaind's Secret Service and `security import-secrets` both store by it.)
+public enum SecretItemMapping {
+    public static let prefix = "org.freedesktop.secrets\u{1E}"
+    public static let separator: Character = "\u{1F}"
 
     /// The item's Secret Service attributes.
-    static func attributes(of item: Item) -> [String: String] {
+    public static func attributes(of item: Item) -> [String: String] {
         if let hint = item.attributes["vwht"]?.stringValue, hint.hasPrefix(prefix) {
             var out: [String: String] = [:]
             // What follows a record separator tells apart items with equal attributes (``encode(_:distinct:)``).
@@ -37,17 +41,17 @@ enum SecretItemMapping {
     ///
     /// `distinct` gives an item whose attributes equal another's a primary key of its own: CreateItem without
     /// Replace adds a second item then, as the specification allows and gnome-keyring does.
-    static func encode(_ attributes: [String: String], distinct: UUID? = nil) -> String {
+    public static func encode(_ attributes: [String: String], distinct: UUID? = nil) -> String {
         prefix + attributes.sorted { $0.key < $1.key }.flatMap { [$0.key, $0.value] }.joined(separator: String(separator))
             + (distinct.map { "\u{1E}" + $0.uuidString } ?? "")
     }
 
-    static func isStorable(_ attributes: [String: String]) -> Bool {
+    public static func isStorable(_ attributes: [String: String]) -> Bool {
         attributes.allSatisfy { !$0.key.isEmpty && !($0.key + $0.value).contains(where: { $0 == separator || $0 == "\u{1E}" }) }
     }
 
     /// The attributes of a new item (or the changes to an existing one).
-    static func itemAttributes(label: String, attributes: [String: String]) -> [String: QueryValue] {
+    public static func itemAttributes(label: String, attributes: [String: String]) -> [String: QueryValue] {
         [
             "class": "genp",
             "labl": .string(label),
@@ -57,9 +61,18 @@ enum SecretItemMapping {
         ]
     }
 
+    /// An item moved in from another Secret Service or its keyring file (`security import-secrets`): stored as
+    /// keychaind's Secret Service stores one, and readable by every program of the user, as it was there
+    /// (gnome-keyring asks no program anything once the keyring is unlocked; which program stored it is not known).
+    public static func importedAttributes(label: String, attributes: [String: String]) -> [String: QueryValue] {
+        var item = itemAttributes(label: label, attributes: attributes)
+        item["acls"] = .bool(true)
+        return item
+    }
+
     /// The search that narrows a Secret Service search before the full attribute match (service and account are
     /// indexed), every item's attributes and reference returned.
-    static func query(for attributes: [String: String]) -> [String: QueryValue] {
+    public static func query(for attributes: [String: String]) -> [String: QueryValue] {
         var query: [String: QueryValue] = [
             "class": "genp", "r_Attributes": true, "r_PersistentRef": true, "m_Limit": "m_LimitAll", "sync": "syna",
         ]
@@ -68,7 +81,7 @@ enum SecretItemMapping {
         return query
     }
 
-    static func matches(_ item: Item, _ wanted: [String: String]) -> Bool {
+    public static func matches(_ item: Item, _ wanted: [String: String]) -> Bool {
         let own = attributes(of: item)
         return wanted.allSatisfy { own[$0.key] == $0.value }
     }

@@ -1,0 +1,66 @@
+import Foundation
+import KeychainCore
+import KeychainInterface
+
+/// A password-store directory (`pass`): each `*.gpg` file one entry, decrypted by the user's own gpg (its agent
+/// asks for the key's passphrase, if the key has one). The first line is the secret, the rest is kept as the item's
+/// comment; the entry's path is its service and label, its file name its account.
+public struct PassStore {
+    public let directory: URL
+
+    public init(directory: URL) { self.directory = directory }
+
+    /// `$PASSWORD_STORE_DIR`, else `~/.password-store`.
+    public static func defaultDirectory(environment: [String: String]) -> URL {
+        if let dir = environment["PASSWORD_STORE_DIR"], !dir.isEmpty { return URL(fileURLWithPath: dir) }
+        return URL(fileURLWithPath: environment["HOME"] ?? "/").appendingPathComponent(".password-store")
+    }
+
+    /// The entries' paths (`email/alice`), sorted, without `.gpg`; `.git` and other hidden directories skipped.
+    public func entries() throws(KeychainError) -> [String] {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw KeychainError(.param, "no password store at \(directory.path)")
+        }
+        guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil,
+                                                          options: [.skipsHiddenFiles]) else { return [] }
+        var found: [String] = []
+        let base = directory.standardizedFileURL.path
+        for case let url as URL in walker where url.pathExtension == "gpg" {
+            let full = url.standardizedFileURL.path
+            guard full.hasPrefix(base + "/") else { continue }
+            found.append(String(full.dropFirst(base.count + 1).dropLast(4)))
+        }
+        return found.sorted()
+    }
+
+    /// Decrypts one entry with `gpg --decrypt` and maps it. The secret passes through gpg's standard output only.
+    public func read(_ entry: String, environment: [String: String]) throws(KeychainError) -> ImportedSecret {
+        let file = directory.appendingPathComponent(entry + ".gpg").path
+        let gpg = ["/usr/bin/gpg", "/bin/gpg"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "gpg"
+        let output: ChildProcess.Output
+        do {
+            output = try ChildProcess.run(gpg, arguments: ["--decrypt", "--batch", "--quiet", "--yes", "--", file],
+                                          environment: environment, input: Data())
+        } catch {
+            throw KeychainError(.notAvailable, "cannot run gpg: \(error)")
+        }
+        guard output.termination == .exited(0) else {
+            let reason = String(decoding: output.stderr, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+            throw KeychainError(.decode, "gpg could not decrypt it\(reason.isEmpty ? "" : ": " + reason)")
+        }
+        var plain = output.stdout
+        defer { for i in plain.indices { plain[i] = 0 } }
+        let newline = plain.firstIndex(of: 0x0a) ?? plain.endIndex
+        var secretBytes = Array(plain[plain.startIndex..<newline])
+        if secretBytes.last == 0x0d { secretBytes.removeLast() }
+        var rest = newline < plain.endIndex ? Array(plain[(newline + 1)...]) : []
+        while rest.last == 0x0a || rest.last == 0x0d { rest.removeLast() }
+        let comment = String(decoding: rest, as: UTF8.self)
+        let account = entry.split(separator: "/").last.map(String.init) ?? entry
+        var attributes: [String: QueryValue] = ["class": "genp", "svce": .string(entry), "acct": .string(account),
+                                                "labl": .string(entry), "desc": "pass"]
+        if !comment.isEmpty { attributes["icmt"] = .string(comment) }
+        return ImportedSecret(attributes: attributes, secret: SecretBytes(consuming: &secretBytes), name: entry)
+    }
+}
