@@ -4,9 +4,10 @@
 #
 #   scripts/migration-sources.sh gnome-keyring-file DIR PASSWORD [WORK_PASSWORD]
 #       A private session bus and a real gnome-keyring-daemon (HOME=DIR/home) make the "login" keyring under PASSWORD
-#       and a second keyring "work" (under WORK_PASSWORD, default PASSWORD); items are stored through the Secret
-#       Service by Chromium's libsecret call, git's git-credential-libsecret and python's secretstorage; then the daemon
-#       and the bus are stopped. Leaves DIR/home/.local/share/keyrings/{login,work}.keyring and {default,user.keystore}.
+#       a second keyring "work" (under WORK_PASSWORD, default PASSWORD) and a third, "unencrypted", with an empty
+#       password (gnome-keyring then writes its textual format); items are stored through the Secret Service by
+#       Chromium's libsecret call, git's git-credential-libsecret and python's secretstorage; then the daemon and the bus
+#       are stopped. Leaves DIR/home/.local/share/keyrings/{login,work,unencrypted}.keyring, default and user.keystore.
 #       stdout: the JSON manifest (also in DIR/manifest.json).
 #   scripts/migration-sources.sh secret-service DIR [PASSWORD [WORK_PASSWORD]]
 #       The same, but the bus and the daemon keep running, unlocked (PASSWORD defaults to "login-password").
@@ -17,7 +18,8 @@
 #   scripts/migration-sources.sh keepassxc DIR PASSWORD
 #       keepassxc-cli makes DIR/db.kdbx (PASSWORD), with groups, entries, an attachment, history, a recycled entry and
 #       custom attributes (keepassxc-cli 2.7 cannot set those itself: they go in through its own XML export + `import`),
-#       then exports DIR/export.xml and DIR/export.csv. stdout: the JSON manifest (also DIR/manifest.json).
+#       then exports DIR/export.xml and DIR/export.csv (of the final KDBX 4.1 file) and DIR/export-kdbx3.xml (the same
+#       database while it was still KDBX 3.1). stdout: the JSON manifest (also DIR/manifest.json).
 #   scripts/migration-sources.sh pass DIR
 #       A fresh GnuPG home DIR/gnupg with an unprotected key, and a pass store DIR/store. stdout: the JSON manifest, whose
 #       "env" gives GNUPGHOME and PASSWORD_STORE_DIR (also as export lines in DIR/env.sh).
@@ -256,6 +258,10 @@ store(login, 'Binary secret', {'app': 'migration-test', 'kind': 'binary'}, b'\x0
       content_type='application/octet-stream')
 store(login, 'Clé wifi – café', {'ssid': 'Café ☕', 'app': 'migration-test'}, 'mot de passe – été ☕'.encode())
 store(login, 'Empty secret', {'app': 'migration-test', 'kind': 'empty'}, b'')
+# a uint32 attribute, as libgnome-keyring's network passwords had for 'port': gnome-keyring stores an attribute as
+# uint32 when the item also carries its marker field gkr:compat:uint32:NAME (never written to the file itself)
+store(login, 'Legacy FTP password', {'user': 'dave', 'server': 'ftp.example.com', 'protocol': 'ftp', 'port': '2121',
+      'gkr:compat:uint32:port': '', 'xdg:schema': 'org.gnome.keyring.NetworkPassword'}, b'ftp-pass-dave')
 
 # the default alias, as a desktop leaves it (without this call gnome-keyring writes no 'default' file)
 svc.call('SetAlias', 'so', 'default', login.collection_path)
@@ -271,18 +277,30 @@ work_path, = guilt.call('CreateWithMasterPassword', 'a{sv}(oayays)',
 work = secretstorage.Collection(conn, work_path)
 store(work, 'VPN token', {'service': 'vpn', 'user': 'carol'}, 'vpn-€-secret'.encode())
 
+# e. a keyring with an empty password: gnome-keyring writes it unencrypted, in its textual (key file) format
+plain_path, = guilt.call('CreateWithMasterPassword', 'a{sv}(oayays)',
+                         {'org.freedesktop.Secret.Collection.Label': ('s', 'unencrypted')},
+                         format_secret(sess, b'', 'text/plain'))
+plain = secretstorage.Collection(conn, plain_path)
+store(plain, 'Plain binary', {'app': 'migration-test', 'ssid': 'Café ☕'}, b'plain\x00\xff secret')
+store(plain, 'Two lines\nsecond \\ é', {'note': ' leading space', 'app': 'migration-test'}, 'texte clair ☕'.encode())
+store(plain, 'Legacy uint32', {'port': '2121', 'gkr:compat:uint32:port': '', 'app': 'migration-test'}, b'u32')
+store(plain, 'Empty secret', {'app': 'migration-test', 'kind': 'empty'}, b'')
+
 # an item of the 'session' collection: in memory only, never written to a file
 session = secretstorage.Collection(conn, '/org/freedesktop/secrets/collection/session')
 store(session, 'Session only', {'app': 'migration-test', 'kind': 'session'}, b'gone-at-logout')
 
 keyrings_dir = os.path.join(dir_, 'home', '.local', 'share', 'keyrings')
-passwords = {'login': password, 'work': work_password}
+passwords = {'login': password, 'work': work_password, 'unencrypted': ''}
 manifest = {'kind': 'gnome-keyring', 'keyrings_dir': keyrings_dir,
             'default_alias': svc.call('ReadAlias', 's', 'default')[0].rsplit('/', 1)[-1],
-            'note': "'attributes' are the ones stored (and in the .keyring file); 'file_item_type' is the item type "
-                    "in the file (1 for xdg:schema org.gnome.keyring.NetworkPassword, else 0). Over D-Bus gnome-keyring "
-                    "may show an extra xdg:schema=org.freedesktop.Secret.Generic on a type-0 item that has none, once "
-                    "it has re-read the file; the 'session' collection is in memory only.",
+            'note': "'attributes' are the ones stored (and in the .keyring file); those named in 'uint32_attributes' "
+                    "are uint32 in the file (and their marker gkr:compat:uint32:NAME is not in it); 'file_item_type' is "
+                    "the item type in the file (1 for xdg:schema org.gnome.keyring.NetworkPassword, else 0). Over D-Bus "
+                    "gnome-keyring may show an extra xdg:schema=org.freedesktop.Secret.Generic on a type-0 item that has "
+                    "none, once it has re-read the file, and shows the gkr:compat:uint32: markers; the 'session' "
+                    "collection is in memory only.",
             'keyrings': [], 'items': []}
 for col in secretstorage.get_all_collections(conn):
     cid = col.collection_path.rsplit('/', 1)[-1]
@@ -291,16 +309,19 @@ for col in secretstorage.get_all_collections(conn):
     manifest['keyrings'].append({
         'collection': cid, 'label': col.get_label(), 'persistent': persistent,
         'file': os.path.join(keyrings_dir, cid + '.keyring') if persistent else None,
+        'format': None if not persistent else ('textual' if passwords.get(cid) == '' else 'binary'),
         'password': passwords.get(cid), 'created': props.get_property('Created'),
         'modified': props.get_property('Modified')})
     for it in col.get_all_items():
         # libsecret's items: libsecret sent xdg:schema itself, so what D-Bus shows is what was stored
         attrs = stored_attributes.get(it.item_path) or it.get_attributes()
+        uint32 = sorted(k[len('gkr:compat:uint32:'):] for k in attrs if k.startswith('gkr:compat:uint32:'))
+        attrs = {k: v for k, v in attrs.items() if not k.startswith('gkr:compat:')}
         item_type = 1 if attrs.get('xdg:schema') == 'org.gnome.keyring.NetworkPassword' else 0
         manifest['items'].append({
             'collection': cid, 'id': int(it.item_path.rsplit('/', 1)[-1]), 'path': it.item_path,
             'label': it.get_label(), 'attributes': dict(sorted(attrs.items())),
-            'file_item_type': item_type if persistent else None,
+            'file_item_type': item_type if persistent else None, 'uint32_attributes': uint32,
             'secret_hex': it.get_secret().hex(), 'content_type': it.get_secret_content_type(),
             'created': it.get_created(), 'modified': it.get_modified(), 'persistent': persistent,
             'created_by': created_by.get(it.item_path, 'secretstorage CreateItem')})
@@ -323,8 +344,8 @@ cmd_gnome_keyring_file() {
     gk_stop "$dir"
     trap - EXIT
     local f
-    for f in login work; do
-        head -c 16 "$dir/home/.local/share/keyrings/$f.keyring" 2>/dev/null | grep -q '^GnomeKeyring' \
+    for f in login work unencrypted; do
+        head -c 16 "$dir/home/.local/share/keyrings/$f.keyring" 2>/dev/null | grep -q -E '^(GnomeKeyring|\[keyring\])' \
             || die "$f.keyring was not written"
     done
     cat "$dir/manifest.json"
@@ -358,7 +379,7 @@ cmd_stop() {
 
 cmd_keepassxc() {
     [ $# -eq 2 ] || usage
-    local dir password py stage kp
+    local dir password py stage db
     dir="$(absdir "$1")"
     password="$2"
     command -v keepassxc-cli >/dev/null || die "keepassxc-cli missing (Debian: keepassxc)"
@@ -368,23 +389,23 @@ cmd_keepassxc() {
     stage="$dir/stage"
     rm -rf "$stage"; mkdir -p "$stage"
     kp() { keepassxc-cli "$@" >>"$stage/keepassxc-cli.log" 2>&1 || { cat "$stage/keepassxc-cli.log" >&2; die "keepassxc-cli $1 failed"; }; }
-    local db="$stage/stage.kdbx"
-    # -t 100: a 100 ms key derivation, so that each of the commands below opens the database quickly
+    unlock() { printf '%s\n' "$password"; }
+    db="$stage/stage.kdbx"
+    # -t 100: a 100 ms key derivation (AES-KDF), so that each command below opens the database quickly
     printf '%s\n%s\n' "$password" "$password" | kp db-create -p -t 100 "$db"
-    printf '%s\n' "$password" | kp mkdir "$db" Internet
-    printf '%s\n' "$password" | kp mkdir "$db" Finance
-    printf '%s\n' "$password" | kp mkdir "$db" Finance/Cards
+    unlock | kp mkdir "$db" Internet
+    unlock | kp mkdir "$db" Finance
+    unlock | kp mkdir "$db" Finance/Cards
     printf '%s\n%s\n' "$password" 'Al1ce "pw", ok' | kp add -p -u alice --url 'https://login.example.com:8443/path' \
         --notes $'first line\nsecond, "quoted" line\nthird line' "$db" "Internet/Example Login"
-    sleep 1   # a later modification time than the creation time
+    sleep 1   # a modification time later than the creation time
     printf '%s\n%s\n' "$password" 'alice-new-pass' | kp edit -p "$db" "Internet/Example Login"   # one History entry
     printf '%s\n%s\n' "$password" '0000' | kp add -p -u bob "$db" "Finance/Cards/Bank PIN"
     printf '%s\n%s\n' "$password" 'wifi-pass' | kp add -p -u guest "$db" "Internet/Café ☕ Wi-Fi"
     printf '%s\n%s\n' "$password" 'old-pass' | kp add -p -u olduser "$db" "Old entry"
-    printf '%s\n' "$password" | kp rm "$db" "Old entry"   # moved to the Recycle Bin group
-    printf '%s\n' "$password" | keepassxc-cli export -q -f xml "$db" > "$stage/stage.xml"
+    unlock | keepassxc-cli export -q -f xml "$db" > "$stage/stage.xml"
     # keepassxc-cli 2.7 has no command for custom attributes: add two to its own XML export, and let
-    # keepassxc-cli import it into the final database.
+    # keepassxc-cli import that into the final database.
     "$py" - "$stage/stage.xml" "$stage/custom.xml" <<'PYEOF'
 import sys
 x = open(sys.argv[1], encoding='utf-8').read()
@@ -397,69 +418,105 @@ def string(key, value, protected):
 x = x[:j] + string('SSID', 'Café ☕', False) + string('Recovery code', 'R-123 &amp; &lt;x&gt;', True) + x[j:]
 open(sys.argv[2], 'w', encoding='utf-8').write(x)
 PYEOF
-    printf '%s\n%s\n' "$password" "$password" | kp import -p -t 100 "$stage/custom.xml" "$dir/db.kdbx"
+    db="$dir/db.kdbx"
+    printf '%s\n%s\n' "$password" "$password" | kp import -p -t 100 "$stage/custom.xml" "$db"
     # after the import: keepassxc-cli 2.7.4's import keeps an attachment's name but drops its bytes
-    printf 'card number 4111 1111 1111 1111\n' > "$stage/card.txt"
-    printf '%s\n' "$password" | kp attachment-import "$dir/db.kdbx" "Finance/Cards/Bank PIN" card.txt "$stage/card.txt"
-    printf '%s\n' "$password" | keepassxc-cli export -q -f xml "$dir/db.kdbx" > "$dir/export.xml"
-    printf '%s\n' "$password" | keepassxc-cli export -q -f csv "$dir/db.kdbx" > "$dir/export.csv"
-    cp "$stage/card.txt" "$dir/attachment-card.txt"
+    printf 'card number 4111 1111 1111 1111\n' > "$dir/attachment-card.txt"
+    unlock | kp attachment-import "$db" "Finance/Cards/Bank PIN" card.txt "$dir/attachment-card.txt"
+    # Still a KDBX 3.1 file here: its XML export has ISO-8601 times and the attachment bytes in Meta/Binaries.
+    unlock | keepassxc-cli export -q -f xml "$db" > "$dir/export-kdbx3.xml"
+    # Into the Recycle Bin: PreviousParentGroup is a KDBX 4.1 field, so the file is saved as KDBX 4.1 from now on,
+    # and its XML export has base64 times and no Meta/Binaries.
+    unlock | kp rm "$db" "Old entry"
+    unlock | keepassxc-cli export -q -f xml "$db" > "$dir/export.xml"
+    unlock | keepassxc-cli export -q -f csv "$db" > "$dir/export.csv"
+    local attachment
+    attachment="$(unlock | keepassxc-cli attachment-export -q --stdout "$db" "Finance/Cards/Bank PIN" card.txt | od -An -tx1 | tr -d ' \n')"
     rm -rf "$stage"
 
-    # The manifest: what was put in, checked against keepassxc's own export (uuid and times come from it).
-    "$py" - "$dir" "$password" <<'PYEOF'
-import base64, json, os, sys, xml.etree.ElementTree as ET
-dir_, password = sys.argv[1:3]
+    # The manifest: what was put in, checked against keepassxc's own exports (uuids and times come from them).
+    "$py" - "$dir" "$password" "$attachment" <<'PYEOF'
+import base64, datetime, gzip, json, os, sys, xml.etree.ElementTree as ET
+dir_, password, attachment_hex = sys.argv[1:4]
+card = b'card number 4111 1111 1111 1111\n'.hex()
+assert attachment_hex == card, attachment_hex
 expected = [
     {'group': ['Internet'], 'title': 'Example Login', 'username': 'alice', 'password': 'alice-new-pass',
      'url': 'https://login.example.com:8443/path', 'notes': 'first line\nsecond, "quoted" line\nthird line',
      'custom': {}, 'attachments': {}, 'history_passwords': ['Al1ce "pw", ok'], 'recycled': False},
     {'group': ['Internet'], 'title': 'Café ☕ Wi-Fi', 'username': 'guest', 'password': 'wifi-pass', 'url': '',
-     'notes': '', 'custom': {'SSID': {'value': 'Café ☕', 'protected': False},
-                             'Recovery code': {'value': 'R-123 & <x>', 'protected': True}},
+     'notes': '', 'custom': {'Recovery code': {'value': 'R-123 & <x>', 'protected': True},
+                             'SSID': {'value': 'Café ☕', 'protected': False}},
      'attachments': {}, 'history_passwords': [], 'recycled': False},
     {'group': ['Finance', 'Cards'], 'title': 'Bank PIN', 'username': 'bob', 'password': '0000', 'url': '', 'notes': '',
-     'custom': {}, 'attachments': {'card.txt': b'card number 4111 1111 1111 1111\n'.hex()},
-     'history_passwords': ['0000'], 'recycled': False},
+     'custom': {}, 'attachments': {'card.txt': card}, 'history_passwords': ['0000'], 'recycled': False},
     {'group': ['Recycle Bin'], 'title': 'Old entry', 'username': 'olduser', 'password': 'old-pass', 'url': '',
      'notes': '', 'custom': {}, 'attachments': {}, 'history_passwords': [], 'recycled': True},
 ]
-root = ET.parse(os.path.join(dir_, 'export.xml')).getroot()
-standard = {'Title', 'UserName', 'Password', 'URL', 'Notes'}
-import gzip
-binaries = {b.get('ID'): (gzip.decompress(base64.b64decode(b.text or '')) if b.get('Compressed') == 'True'
-                          else base64.b64decode(b.text or '')) for b in root.iter('Binary') if b.get('ID') is not None}
-found = {}
-def walk(group, path):
-    for e in group.findall('Entry'):
-        s = {st.findtext('Key'): st.find('Value') for st in e.findall('String')}
-        title = s['Title'].text or ''
-        found[title] = {
-            'group': path, 'uuid': e.findtext('UUID'),
-            'uuid_hex': base64.b64decode(e.findtext('UUID')).hex(),
-            'created': e.find('Times').findtext('CreationTime'),
-            'modified': e.find('Times').findtext('LastModificationTime'),
-            'username': s['UserName'].text or '', 'password': s['Password'].text or '',
-            'url': s['URL'].text or '', 'notes': s['Notes'].text or '',
-            'custom': {k: {'value': v.text or '', 'protected': v.get('ProtectInMemory') == 'True'}
-                       for k, v in s.items() if k not in standard},
-            'attachments': {b.findtext('Key'): binaries[b.find('Value').get('Ref')].hex() for b in e.findall('Binary')},
-            'history_passwords': [next((st.findtext('Value') or '') for st in h.findall('String')
-                                       if st.findtext('Key') == 'Password') for h in e.findall('History/Entry')]}
-    for g in group.findall('Group'):
-        walk(g, path + [g.findtext('Name')])
-top = root.find('Root/Group')
-walk(top, [])
+STANDARD = {'Title', 'UserName', 'Password', 'URL', 'Notes'}
+EPOCH1 = datetime.datetime(1, 1, 1, tzinfo=datetime.timezone.utc)
+
+def when(text):   # KDBX 3.1: ISO-8601 'Z'; KDBX 4.x: base64 of a little-endian int64, seconds since 0001-01-01 UTC
+    if text and text.endswith('Z'):
+        t = datetime.datetime.strptime(text, '%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc)
+    else:
+        t = EPOCH1 + datetime.timedelta(seconds=int.from_bytes(base64.b64decode(text), 'little', signed=True))
+    return t.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+def read(path):
+    root = ET.parse(path).getroot()
+    pool = {}
+    for b in root.findall('Meta/Binaries/Binary'):
+        raw = base64.b64decode(b.text or '')
+        pool[b.get('ID')] = gzip.decompress(raw) if b.get('Compressed') == 'True' else raw
+    found = {}
+    def walk(group, path):
+        for e in group.findall('Entry'):
+            s = {st.findtext('Key'): st.find('Value') for st in e.findall('String')}
+            title = s['Title'].text or ''
+            found[title] = {
+                'group': path, 'uuid': e.findtext('UUID'), 'uuid_hex': base64.b64decode(e.findtext('UUID')).hex(),
+                'created': when(e.findtext('Times/CreationTime')),
+                'modified': when(e.findtext('Times/LastModificationTime')),
+                'username': s['UserName'].text or '', 'password': s['Password'].text or '',
+                'url': s['URL'].text or '', 'notes': s['Notes'].text or '',
+                'custom': {k: {'value': v.text or '', 'protected': v.get('ProtectInMemory') == 'True'}
+                           for k, v in sorted(s.items()) if k not in STANDARD},
+                'attachments': {b.findtext('Key'): (pool[b.find('Value').get('Ref')].hex()
+                                                    if b.find('Value').get('Ref') in pool else None)
+                                for b in e.findall('Binary')},
+                'history_passwords': [next((st.findtext('Value') or '') for st in h.findall('String')
+                                           if st.findtext('Key') == 'Password') for h in e.findall('History/Entry')]}
+        for g in group.findall('Group'):
+            walk(g, path + [g.findtext('Name')])
+    top = root.find('Root/Group')
+    walk(top, [])
+    return root, top, found
+
+root, top, found = read(os.path.join(dir_, 'export.xml'))
+root3, top3, found3 = read(os.path.join(dir_, 'export-kdbx3.xml'))
 entries = []
 for exp in expected:
-    got = found.pop(exp['title'])
-    for k in ('group', 'username', 'password', 'url', 'notes', 'custom', 'attachments', 'history_passwords'):
+    got, got3 = found.pop(exp['title']), found3.pop(exp['title'])
+    for k in ('group', 'username', 'password', 'url', 'notes', 'custom', 'history_passwords'):
         assert got[k] == exp[k], (exp['title'], k, got[k], exp[k])
+        if k != 'group':
+            assert got3[k] == exp[k], ('kdbx3', exp['title'], k, got3[k], exp[k])
+    assert got3['group'] == ([] if exp['recycled'] else exp['group']), got3['group']
+    assert got3['attachments'] == exp['attachments'], got3['attachments']              # bytes in Meta/Binaries
+    assert got['attachments'] == {k: None for k in exp['attachments']}, got['attachments']  # KDBX 4: a Ref only
+    assert (got['uuid'], got['created']) == (got3['uuid'], got3['created'])
+    assert exp['recycled'] or got['modified'] == got3['modified']   # moving to the Recycle Bin touches the entry
     entries.append(dict(exp, uuid=got['uuid'], uuid_hex=got['uuid_hex'], created=got['created'],
                         modified=got['modified'], csv_group='/'.join([top.findtext('Name')] + exp['group'])))
-assert not found, found
+assert not found and not found3, (found, found3)
 manifest = {'kind': 'keepassxc', 'database': os.path.join(dir_, 'db.kdbx'), 'password': password,
             'export_xml': os.path.join(dir_, 'export.xml'), 'export_csv': os.path.join(dir_, 'export.csv'),
+            'export_xml_kdbx3': os.path.join(dir_, 'export-kdbx3.xml'),
+            'note': "export.xml and export.csv are of db.kdbx (KDBX 4.1: base64 times, attachments as a Ref with no "
+                    "bytes); export-kdbx3.xml is the same database while still KDBX 3.1, before 'Old entry' was "
+                    "moved to the Recycle Bin (it is then in the root group; ISO times; attachment bytes in "
+                    "Meta/Binaries). Times here are UTC, to the second.",
             'root_group': top.findtext('Name'), 'recycle_bin_uuid': root.findtext('Meta/RecycleBinUUID'),
             'entries': entries}
 with open(os.path.join(dir_, 'manifest.json'), 'w', encoding='utf-8') as f:

@@ -46,7 +46,10 @@ public struct SecretServiceSource {
                 }
                 for item in items {
                     let label = try property(item, "org.freedesktop.Secret.Item", "Label").stringValue ?? ""
-                    let attributes = try property(item, "org.freedesktop.Secret.Item", "Attributes").stringDictionaryValue ?? [:]
+                    // gnome-keyring's own bookkeeping (`gkr:compat:uint32:port` says "port" was a number for
+                    // libgnome-keyring) is not the item's: its keyring file does not hold it either.
+                    let attributes = (try property(item, "org.freedesktop.Secret.Item", "Attributes").stringDictionaryValue ?? [:])
+                        .filter { !$0.key.hasPrefix("gkr:compat:") }
                     let name = "\(collectionLabel)/\(label)"
                     guard SecretItemMapping.isStorable(attributes) else {
                         failures.append(Failure(name: name, message: "its attributes hold control characters (U+001E, U+001F)"))
