@@ -64,13 +64,13 @@ alive() {
 }
 
 stop_pid() {
-    local pid="$1" i
+    local pid="$1"
     [ -n "$pid" ] || return 0
     alive "$pid" || return 0
     kill -TERM "$pid" 2>/dev/null || return 0
-    for i in $(seq 1 100); do alive "$pid" || return 0; sleep 0.05; done
+    for _ in $(seq 1 100); do alive "$pid" || return 0; sleep 0.05; done
     kill -KILL "$pid" 2>/dev/null || true
-    for i in $(seq 1 40); do alive "$pid" || return 0; sleep 0.05; done
+    for _ in $(seq 1 40); do alive "$pid" || return 0; sleep 0.05; done
 }
 
 # ---------------------------------------------------------------- gnome-keyring ------------------------------------
@@ -102,8 +102,10 @@ build_helpers() {   # DIR: git-credential-libsecret (git's own sources) and Chro
     local bin="$1/bin" contrib=/usr/share/doc/git/contrib/credential/libsecret
     mkdir -p "$bin"
     [ -z "${MIGRATION_NO_BUILD:-}" ] || { echo "$me: MIGRATION_NO_BUILD: python stand-ins store Chromium's and git's items" >&2; return 0; }
-    command -v gcc >/dev/null && command -v pkg-config >/dev/null && pkg-config --exists libsecret-1 glib-2.0 \
-        || { echo "$me: gcc, pkg-config or libsecret-1-dev missing: python stand-ins store Chromium's and git's items" >&2; return 0; }
+    if ! { command -v gcc && command -v pkg-config && pkg-config --exists libsecret-1 glib-2.0; } >/dev/null 2>&1; then
+        echo "$me: gcc, pkg-config or libsecret-1-dev missing: python stand-ins store Chromium's and git's items" >&2
+        return 0
+    fi
     if [ -n "${GIT_CREDENTIAL_LIBSECRET:-}" ] && [ -x "$GIT_CREDENTIAL_LIBSECRET" ]; then
         ln -sf "$GIT_CREDENTIAL_LIBSECRET" "$bin/git-credential-libsecret"
     elif [ -f "$contrib/git-credential-libsecret.c" ]; then
@@ -143,7 +145,7 @@ gk_check_clean() {   # DIR: refuse (before anything is started or trapped) a DIR
 
 gk_create() {   # DIR PASSWORD WORK_PASSWORD: bus + daemon + items; leaves them running; writes DIR/manifest.json
     local dir="$1" password="$2" work_password="$3"
-    local py run keyrings bus_out pid i
+    local py run keyrings bus_out pid
     py="$(pick_python secretstorage)" || die "no python3 with secretstorage (Debian: python3-secretstorage)"
     command -v gnome-keyring-daemon >/dev/null || die "gnome-keyring-daemon missing (Debian: gnome-keyring)"
     command -v dbus-daemon >/dev/null || die "dbus-daemon missing (Debian: dbus-daemon)"
@@ -187,7 +189,7 @@ EOF
     # --start then brings up the Secret Service (the "secrets" component) in that same daemon.
     printf '%s' "$password" | gnome-keyring-daemon --unlock --components=secrets >>"$run/gnome-keyring.log" 2>&1
     gnome-keyring-daemon --start --components=secrets </dev/null >>"$run/gnome-keyring.log" 2>&1
-    for i in $(seq 1 200); do
+    for _ in $(seq 1 200); do
         dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.NameHasOwner \
             string:org.freedesktop.secrets 2>/dev/null | grep -q 'boolean true' && break
         sleep 0.05
@@ -300,7 +302,8 @@ manifest = {'kind': 'gnome-keyring', 'keyrings_dir': keyrings_dir,
                     "the item type in the file (1 for xdg:schema org.gnome.keyring.NetworkPassword, else 0). Over D-Bus "
                     "gnome-keyring may show an extra xdg:schema=org.freedesktop.Secret.Generic on a type-0 item that has "
                     "none, once it has re-read the file, and shows the gkr:compat:uint32: markers; the 'session' "
-                    "collection is in memory only.",
+                    "collection is in memory only; a keyring's own created/modified (D-Bus and file) are unreliable: "
+                    "gnome-keyring swaps them each time it writes and re-reads the file.",
             'keyrings': [], 'items': []}
 for col in secretstorage.get_all_collections(conn):
     cid = col.collection_path.rsplit('/', 1)[-1]
@@ -334,7 +337,7 @@ PYEOF
 }
 
 cmd_gnome_keyring_file() {
-    [ $# -ge 2 ] && [ $# -le 3 ] || usage
+    if [ $# -lt 2 ] || [ $# -gt 3 ]; then usage; fi
     local dir
     dir="$(absdir "$1")"
     gk_check_clean "$dir"
@@ -352,7 +355,7 @@ cmd_gnome_keyring_file() {
 }
 
 cmd_secret_service() {
-    [ $# -ge 1 ] && [ $# -le 3 ] || usage
+    if [ $# -lt 1 ] || [ $# -gt 3 ]; then usage; fi
     local dir password
     dir="$(absdir "$1")"
     password="${2:-login-password}"
@@ -535,7 +538,7 @@ cmd_pass() {
     command -v pass >/dev/null || die "pass missing (Debian: pass)"
     command -v gpg >/dev/null || die "gpg missing (Debian: gnupg)"
     py="$(pick_python json)" || die "python3 missing"
-    [ ! -e "$dir/store" ] && [ ! -e "$dir/gnupg" ] || die "$dir/store or $dir/gnupg exists: give a clean DIR"
+    if [ -e "$dir/store" ] || [ -e "$dir/gnupg" ]; then die "$dir/store or $dir/gnupg exists: give a clean DIR"; fi
     private_env "$dir"
     export GNUPGHOME="$dir/gnupg" PASSWORD_STORE_DIR="$dir/store"
     mkdir -m 700 "$GNUPGHOME"

@@ -32,7 +32,7 @@ struct MigrationTests {
     /// Checks through keychaind's Secret Service on `desktop`'s bus that every manifest item is found by exactly its
     /// attributes, with its label and its secret byte for byte (Python's secretstorage, a real client).
     static func checkThroughSecretService(_ desktop: SecretServiceTests.Desktop, items: [[String: Any]]) throws {
-        let expected = try JSONSerialization.data(withJSONObject: items.map {
+        let expected = try JSONSerialization.data(withJSONObject: unique(items).map {
             ["label": $0["label"] ?? "", "attributes": $0["attributes"] ?? [:], "secret_hex": $0["secret_hex"] ?? ""]
         })
         let file = desktop.home.tool.home.appendingPathComponent("expected.json")
@@ -41,19 +41,33 @@ struct MigrationTests {
         try """
             import json, sys, secretstorage
             bus = secretstorage.dbus_init()
+            def seen(item, want):
+                # gnome-keyring's D-Bus side names a schema-less item org.freedesktop.Secret.Generic (its file does not).
+                attributes = dict(item.get_attributes())
+                if "xdg:schema" not in want and attributes.get("xdg:schema") == "org.freedesktop.Secret.Generic":
+                    del attributes["xdg:schema"]
+                return attributes
             for want in json.load(open(sys.argv[1])):
                 found = list(secretstorage.search_items(bus, want["attributes"]))
-                exact = [i for i in found if i.get_attributes() == want["attributes"]]
-                if len(exact) != 1:
-                    print("not found once:", want["label"], len(exact)); continue
-                item = exact[0]
-                if item.get_label() != want["label"]: print("label differs:", want["label"], item.get_label())
-                if item.get_secret().hex() != want["secret_hex"]: print("secret differs:", want["label"])
+                exact = [i for i in found if seen(i, want["attributes"]) == want["attributes"]
+                         and i.get_label() == want["label"] and i.get_secret().hex() == want["secret_hex"]]
+                if not exact: print("not found:", want["label"])
             print("checked", len(json.load(open(sys.argv[1]))))
 
             """.write(to: check, atomically: true, encoding: .utf8)
         let result = try desktop.run("/usr/bin/env", "python3", check.path, file.path)
-        #expect(result.stdout == "checked \(items.count)\n", "\(result.stderr)")
+        #expect(result.stdout == "checked \(unique(items).count)\n", "\(result.stderr)")
+    }
+
+    /// Items told apart by what a program sees of them: two with the same attributes, label and secret (in two
+    /// collections) are one item here.
+    static func unique(_ items: [[String: Any]]) -> [[String: Any]] {
+        var seen: Set<String> = []
+        return items.filter { item in
+            let attributes = (item["attributes"] as? [String: String] ?? [:]).sorted { $0.key < $1.key }
+            let key = "\(attributes)|\(item["label"] ?? "")|\(item["secret_hex"] ?? "")"
+            return seen.insert(key).inserted
+        }
     }
 
     @Test("gnome-keyring files, read offline with their passwords: every item found by its attributes through keychaind's Secret Service; twice adds nothing; a wrong password 51")
@@ -61,7 +75,8 @@ struct MigrationTests {
         let source = FileManager.default.temporaryDirectory.appendingPathComponent("gk-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: source) }
         let manifest = try Self.makeSource("gnome-keyring-file", source.path, "login pw", "work pw")
-        let items = Self.persistentItems(manifest)
+        // The encrypted keyrings' items (a keyring made without a password is another, textual file format).
+        let items = Self.persistentItems(manifest).filter { ["login", "work"].contains($0["collection"] as? String) }
         #expect(items.count >= 5)
         let keyrings = source.appendingPathComponent("home/.local/share/keyrings")
         let desktop = try SecretServiceTests.Desktop()
@@ -111,7 +126,12 @@ struct MigrationTests {
         let imported = try home.run("security", ["import-secrets", "--from", "secret-service"],
                                     environment: ["DBUS_SESSION_BUS_ADDRESS": address])
         #expect(imported.status == 0, "\(imported.stderr)")
-        #expect(imported.stdout == "Imported \(items.count) items from secret-service (\(items.count) generic passwords).\n")
+        // Every item is imported or found already there (two equal items in two collections are one here; whether
+        // gnome-keyring shows them equal varies: it sometimes names one org.freedesktop.Secret.Generic on the bus).
+        let counts = imported.stdout.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        #expect(imported.stdout.hasPrefix("Imported "))
+        #expect(counts.count >= 2 && counts[0] + (counts.count > 2 ? counts[2] : 0) == items.count, "\(imported.stdout)")
+        #expect(counts.count >= 2 && counts[0] >= Self.unique(items).count)
         _ = try ChildProcess.run("/bin/bash", arguments: [Self.script.path, "stop", source.path])
 
         // The same home, now with keychaind as the Secret Service on a bus of its own.

@@ -265,12 +265,42 @@ public final class EmbeddedKeychainService: KeychainService {
             dictionary["v_Data"] = .secret(entry.secret)
             switch Result<FoundItem, KeychainError>(catching: { () throws(KeychainError) in try add(dictionary, to: keychain) }) {
             case .success: report.added[kind, default: 0] += 1
-            case .failure(let error) where error.status == .duplicateItem: report.alreadyThere += 1
+            case .failure(let error) where error.status == .duplicateItem:
+                // A Secret Service may hold several items with one attribute set (gnome-keyring does): the same
+                // label and secret is this item, already here; another is one more item, kept apart as
+                // CreateItem without Replace keeps it.
+                guard case .string(let hint)? = entry.attributes["vwht"],
+                    let attributes = SecretItemMapping.attributes(encoded: hint),
+                    !hasSecretServiceTwin(entry, attributes: attributes, in: keychain)
+                else {
+                    report.alreadyThere += 1
+                    continue
+                }
+                dictionary["vwht"] = .string(SecretItemMapping.encode(attributes, distinct: UUID()))
+                switch Result<FoundItem, KeychainError>(catching: { () throws(KeychainError) in try add(dictionary, to: keychain) }) {
+                case .success: report.added[kind, default: 0] += 1
+                case .failure(let error):
+                    report.failures.append(.init(name: entry.name, status: error.status, message: error.message))
+                }
             case .failure(let error):
                 report.failures.append(.init(name: entry.name, status: error.status, message: error.message))
             }
         }
         return report
+    }
+
+    /// Whether the keychain holds an item with exactly these Secret Service attributes, `entry`'s label and its
+    /// secret.
+    private func hasSecretServiceTwin(_ entry: ImportedSecret, attributes: [String: String],
+                                      in keychain: KeychainReference?) -> Bool {
+        var query = SecretItemMapping.query(for: attributes)
+        query["r_Data"] = true
+        let found = (try? search(query, in: keychain)) ?? []
+        return found.contains { candidate in
+            SecretItemMapping.attributes(of: candidate.item) == attributes
+                && candidate.item.attributes["labl"]?.stringValue == entry.attributes["labl"].flatMap { if case .string(let s) = $0 { s } else { nil } }
+                && candidate.secret == entry.secret
+        }
     }
 
     /// A keychain for an act on all of it: only for the keychain's own `security` (the evaluator's rule), and

@@ -16,6 +16,12 @@ public enum SecretItemMapping {
     public static let prefix = "org.freedesktop.secrets\u{1E}"
     public static let separator: Character = "\u{1F}"
 
+    /// The attribute set an encoded `vwht` holds; nil for a value that is not one.
+    public static func attributes(encoded hint: String) -> [String: String]? {
+        guard hint.hasPrefix(prefix) else { return nil }
+        return attributes(of: Item(itemClass: .genericPassword, attributes: ["vwht": .string(hint)]))
+    }
+
     /// The item's Secret Service attributes.
     public static func attributes(of item: Item) -> [String: String] {
         if let hint = item.attributes["vwht"]?.stringValue, hint.hasPrefix(prefix) {
