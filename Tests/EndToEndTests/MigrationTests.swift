@@ -75,8 +75,11 @@ struct MigrationTests {
         let source = FileManager.default.temporaryDirectory.appendingPathComponent("gk-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: source) }
         let manifest = try Self.makeSource("gnome-keyring-file", source.path, "login pw", "work pw")
-        // The encrypted keyrings' items (a keyring made without a password is another, textual file format).
-        let items = Self.persistentItems(manifest).filter { ["login", "work"].contains($0["collection"] as? String) }
+        // The keyrings with files: login and work (binary, encrypted) and one made with an empty password
+        // (gnome-keyring's textual format, in the clear).
+        let items = Self.persistentItems(manifest).filter {
+            ["login", "work", "unencrypted"].contains($0["collection"] as? String)
+        }
         #expect(items.count >= 5)
         let keyrings = source.appendingPathComponent("home/.local/share/keyrings")
         let desktop = try SecretServiceTests.Desktop()
@@ -95,6 +98,11 @@ struct MigrationTests {
         let work = try desktop.run("security", "import-secrets", "--from", "gnome-keyring", "-P", "-",
                                    keyrings.appendingPathComponent("work.keyring").path, stdin: "work pw\n")
         #expect(work.status == 0, "\(work.stderr)")
+        let plain = try desktop.run("security", "import-secrets", "--from", "gnome-keyring",
+                                    keyrings.appendingPathComponent("unencrypted.keyring").path)
+        #expect(plain.status == 0, "\(plain.stderr)")
+        let plainCount = items.filter { $0["collection"] as? String == "unencrypted" }.count
+        #expect(plain.stdout.hasPrefix("Imported \(plainCount - 1) items from gnome-keyring"))  // one equals a login item
         let again = try desktop.run("security", "import-secrets", "--from", "gnome-keyring", "-P", "-", login, stdin: "login pw\n")
         #expect(again.stdout == "Imported 0 items from gnome-keyring; \(loginCount) already there.\n")
 
@@ -105,6 +113,18 @@ struct MigrationTests {
         let chrome = items.first { $0["label"] as? String == "Chrome Safe Storage" }
         let found = try desktop.run("/usr/bin/secret-tool", "lookup", "application", "chrome")
         #expect(Data(found.stdout.utf8).map { String(format: "%02x", $0) }.joined() == chrome?["secret_hex"] as? String)
+        // git's own helper (built by the fixture script from git's sources) finds the login it stored.
+        let helper = source.appendingPathComponent("bin/git-credential-libsecret").path
+        if FileManager.default.isExecutableFile(atPath: helper),
+            let git = items.first(where: { $0["label"] as? String == "Git: https://example.com/" }),
+            let hex = git["secret_hex"] as? String
+        {
+            let password = String(decoding: stride(from: 0, to: hex.count, by: 2).compactMap {
+                UInt8(hex[hex.index(hex.startIndex, offsetBy: $0)..<hex.index(hex.startIndex, offsetBy: $0 + 2)], radix: 16)
+            }, as: UTF8.self)
+            let get = try desktop.run(helper, "get", stdin: "protocol=https\nhost=example.com\n\n")
+            #expect(get.stdout.contains("password=\(password)\n"), "\(get.stderr)")
+        }
     }
 
     @Test("a running gnome-keyring read over D-Bus: after the switch every item is found by its attributes through keychaind")

@@ -28,7 +28,13 @@ struct GnomeKeyringFile {
     let items: [Item]
 
     init(_ file: SecretBytes, password: SecretBytes) throws(KeychainError) {
-        var reader = Reader(bytes: file.withUnsafeBytes { [UInt8]($0) })
+        let bytes = file.withUnsafeBytes { [UInt8]($0) }
+        // A keyring made with an empty password is kept in gnome-keyring's textual format, in the clear.
+        if bytes.starts(with: Array("[keyring]".utf8)) {
+            (keyringName, items) = try Self.textual(bytes)
+            return
+        }
+        var reader = Reader(bytes: bytes)
         let damaged = KeychainError.decode("not a gnome-keyring keyring file, or a damaged one")
         guard reader.take(16) == Self.magic, let major = reader.byte(), let minor = reader.byte() else { throw damaged }
         guard major == 0, minor == 0 else {
@@ -104,6 +110,85 @@ struct GnomeKeyringFile {
                               attributes: attributes, created: created, modified: modified))
         }
         self.items = items
+    }
+
+    /// gnome-keyring's textual format (`gkm-secret-textual.c`), a GLib key file: `[keyring]` with `display-name`,
+    /// then per item `[ID]` (`display-name`, `secret=` text or `binary-secret=` hex, absent when empty, `ctime`,
+    /// `mtime`) and its attributes in `[ID:attributeN]` (`name`, `type` string or uint32, `value`). Values are
+    /// GLib-escaped (`\s`, `\n`, `\t`, `\r`, `\\`), read back as gnome-keyring reads them.
+    static func textual(_ bytes: [UInt8]) throws(KeychainError) -> (String, [Item]) {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw KeychainError.decode("the textual keyring is not UTF-8")
+        }
+        var groups: [(name: String, values: [String: String])] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            if line.hasPrefix("#") { continue }
+            if line.hasPrefix("[") && line.hasSuffix("]") {
+                groups.append((String(line.dropFirst().dropLast()), [:]))
+                continue
+            }
+            guard let equals = line.firstIndex(of: "="), !groups.isEmpty else {
+                throw KeychainError.decode("the textual keyring has a line that is neither a group nor a key")
+            }
+            groups[groups.count - 1].values[String(line[..<equals])] = unescape(line[line.index(after: equals)...])
+        }
+        let byName = Dictionary(groups.map { ($0.name, $0.values) }, uniquingKeysWith: { first, _ in first })
+        let name = byName["keyring"]?["display-name"] ?? ""
+        var items: [Item] = []
+        for group in groups where UInt32(group.name) != nil {
+            let values = group.values
+            var secret = Array((values["secret"] ?? "").utf8)
+            if let hex = values["binary-secret"] {
+                guard hex.utf8.count % 2 == 0 else { throw KeychainError.decode("a binary secret is not hex") }
+                var decoded: [UInt8] = []
+                var digits = hex.makeIterator()
+                while let high = digits.next(), let low = digits.next() {
+                    guard let byte = UInt8(String([high, low]), radix: 16) else {
+                        throw KeychainError.decode("a binary secret is not hex")
+                    }
+                    decoded.append(byte)
+                }
+                secret = decoded
+            }
+            var attributes: [String: String] = [:]
+            var index = 0
+            while let attribute = byName["\(group.name):attribute\(index)"] {
+                guard let attributeName = attribute["name"], let value = attribute["value"] else {
+                    throw KeychainError.decode("an attribute of item \(group.name) has no name or value")
+                }
+                attributes[attributeName] = value
+                index += 1
+            }
+            items.append(Item(id: UInt32(group.name) ?? 0, type: UInt32(values["item-type"] ?? "0") ?? 0,
+                              label: values["display-name"] ?? "", secret: secret, attributes: attributes,
+                              created: UInt64(values["ctime"] ?? "0") ?? 0, modified: UInt64(values["mtime"] ?? "0") ?? 0))
+        }
+        return (name, items.sorted { $0.id < $1.id })
+    }
+
+    /// GLib's key-file unescaping: `\s` space, `\n`, `\t`, `\r`, `\\`; any other escape is kept as written.
+    static func unescape(_ raw: Substring) -> String {
+        var out = ""
+        var escaped = false
+        for c in raw {
+            if escaped {
+                switch c {
+                case "s": out.append(" ")
+                case "n": out.append("\n")
+                case "t": out.append("\t")
+                case "r": out.append("\r")
+                case "\\": out.append("\\")
+                default: out.append("\\"); out.append(c)
+                }
+                escaped = false
+            } else if c == "\\" {
+                escaped = true
+            } else {
+                out.append(c)
+            }
+        }
+        if escaped { out.append("\\") }
+        return out
     }
 
     /// gnome-keyring's "simple" key derivation: SHA-256 over (previous digest,) password and salt, hashed again

@@ -89,7 +89,9 @@ struct ImportSecretsCommand {
                     throw KeychainError(.param, "cannot read \(path)")
                 }
                 let password: SecretBytes?
-                if passwordFromInput {
+                if file.starts(with: Data("[keyring]".utf8)) {
+                    password = SecretBytes(Data())  // a keyring without a password, kept in the clear: nothing to ask
+                } else if passwordFromInput {
                     password = Terminal.readSecretFromStandardInput()
                 } else {
                     password = Terminal.readSecret(prompt: "password of the keyring \(URL(fileURLWithPath: path).lastPathComponent): ")
