@@ -31,7 +31,7 @@ public struct CallerPolicy: Sendable {
             // is shown, and remembered, with what was loaded into it).
             let identity = ApplicationIdentity.current(executable: url, environment: [:])
             let shown = "\(executable) (with \(peer.foreignCode.joined(separator: ", ")) loaded)"
-            return Caller(accessGroups: identity.accessGroups,
+            return Caller(accessGroups: Self.claimable(identity.accessGroups),
                           application: TrustedApplication(path: shown, digest: peer.executableDigest ?? Data()))
         }
         if let group = Self.tools[name], url.deletingLastPathComponent().path == toolDirectory {
@@ -43,8 +43,12 @@ public struct CallerPolicy: Sendable {
                           application: byPath ? TrustedApplication(path: executable, digest: Data()) : application)
         }
         let identity = ApplicationIdentity.current(executable: url, environment: [:])
-        return Caller(accessGroups: identity.accessGroups, application: application)
+        return Caller(accessGroups: Self.claimable(identity.accessGroups), application: application)
     }
+
+    /// The groups a program's files may claim: every one but the wildcard, which only the keychain's own tools
+    /// have (an entitlements file naming `*` would otherwise see every group, and back the keychain up).
+    static func claimable(_ groups: [String]) -> [String] { groups.filter { $0 != Caller.wildcardGroup } }
 
     /// True when only root can replace the file (``ProtectedPath``).
     static func isInstalled(_ path: String) -> Bool { ProtectedPath.isProtected(path) }

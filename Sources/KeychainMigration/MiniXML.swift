@@ -19,6 +19,8 @@ enum MiniXML {
         func child(_ name: String) -> Element? { children.first { $0.name == name } }
     }
 
+    static let maximumDepth = 256
+
     static func parse(_ source: String) throws(KeychainError) -> Element {
         let s = Array(source.unicodeScalars)
         var i = 0
@@ -98,6 +100,8 @@ enum MiniXML {
                 if selfClosing {
                     if stack.isEmpty { root = element }
                 } else {
+                    // Deeper than any export nests; a hostile file's depth would exhaust the stack when released.
+                    guard stack.count < maximumDepth else { throw fail("elements nested deeper than \(maximumDepth)") }
                     stack.append(element)
                 }
                 continue

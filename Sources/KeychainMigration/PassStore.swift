@@ -38,7 +38,7 @@ public struct PassStore {
     public func read(_ entry: String, environment: [String: String]) throws(KeychainError) -> ImportedSecret {
         let file = directory.appendingPathComponent(entry + ".gpg").path
         let gpg = ["/usr/bin/gpg", "/bin/gpg"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "gpg"
-        let output: ChildProcess.Output
+        var output: ChildProcess.Output
         do {
             output = try ChildProcess.run(gpg, arguments: ["--decrypt", "--batch", "--quiet", "--yes", "--", file],
                                           environment: environment, input: Data())
@@ -49,14 +49,15 @@ public struct PassStore {
             let reason = String(decoding: output.stderr, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
             throw KeychainError(.decode, "gpg could not decrypt it\(reason.isEmpty ? "" : ": " + reason)")
         }
-        var plain = output.stdout
-        defer { for i in plain.indices { plain[i] = 0 } }
-        let newline = plain.firstIndex(of: 0x0a) ?? plain.endIndex
-        var secretBytes = Array(plain[plain.startIndex..<newline])
+        // Read in place and zeroed after: the decrypted text lives in no other copy.
+        defer { output.stdout.resetBytes(in: output.stdout.startIndex..<output.stdout.endIndex) }
+        let newline = output.stdout.firstIndex(of: 0x0a) ?? output.stdout.endIndex
+        var secretBytes = Array(output.stdout[output.stdout.startIndex..<newline])
         if secretBytes.last == 0x0d { secretBytes.removeLast() }
-        var rest = newline < plain.endIndex ? Array(plain[(newline + 1)...]) : []
+        var rest = newline < output.stdout.endIndex ? Array(output.stdout[(newline + 1)...]) : []
         while rest.last == 0x0a || rest.last == 0x0d { rest.removeLast() }
         let comment = String(decoding: rest, as: UTF8.self)
+        for i in rest.indices { rest[i] = 0 }
         let account = entry.split(separator: "/").last.map(String.init) ?? entry
         var attributes: [String: QueryValue] = ["class": "genp", "svce": .string(entry), "acct": .string(account),
                                                 "labl": .string(entry), "desc": "pass"]

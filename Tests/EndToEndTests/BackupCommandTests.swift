@@ -82,6 +82,11 @@ struct BackupCommandTests {
         #expect(try old.run("backup-keychain", "-o", file.path, "-P", "x").status == 206)
         #expect(try Data(contentsOf: file) == before)
         #expect(try old.run("backup-keychain").status == 2)
+        // -o never replaces what is not a backup: the keychain itself stays as it was.
+        let keychain = try Data(contentsOf: URL(fileURLWithPath: old.loginPath))
+        #expect(try old.run("backup-keychain", "-o", old.loginPath, "-P", "-", stdin: "pw\n").status == 206)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: old.loginPath)) == keychain)
+        #expect(try old.run("find-generic-password", "-a", "alice", "-w").stdout == "s3cret\n")
     }
 }
 

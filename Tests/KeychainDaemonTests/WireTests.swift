@@ -161,6 +161,16 @@ struct CallerPolicyTests {
         let caller = CallerPolicy(toolDirectory: "/opt/kc/bin")
             .caller(for: PeerIdentity(pid: 1, uid: 0, executable: dir.appendingPathComponent("app").path))
         #expect(caller?.accessGroups == ["team.shared", "app"])
+        // A program's files cannot give it the wildcard only the keychain's own tools have (it would see every
+        // group and pass for security when backing the keychain up).
+        let greedy = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><plist version=\"1.0\"><dict>"
+            + "<key>keychain-access-groups</key><array><string>*</string><string>team.shared</string></array></dict></plist>"
+        try Data(greedy.utf8).write(to: dir.appendingPathComponent("security.entitlements"))
+        let impostor = CallerPolicy(toolDirectory: "/opt/kc/bin")
+            .caller(for: PeerIdentity(pid: 1, uid: 0, executable: dir.appendingPathComponent("security").path))
+        #expect(impostor?.hasWildcard == false)
+        #expect(impostor?.accessGroups.contains("team.shared") == true)
+        #expect(impostor.map(AccessEvaluator.mayActOnWholeKeychain) == false)
         #expect(CallerPolicy(toolDirectory: "/x").caller(for: PeerIdentity(pid: 1, uid: 0, executable: nil)) == nil)
     }
 }

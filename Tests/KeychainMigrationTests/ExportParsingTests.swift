@@ -40,6 +40,9 @@ struct ExportParsingTests {
         #expect(throws: KeychainError.self) { try MiniXML.parse("<a><b></a></b>") }
         #expect(throws: KeychainError.self) { try MiniXML.parse("<a>&bogus;</a>") }
         #expect(throws: KeychainError.self) { try MiniXML.parse("<a></a><b></b>") }
+        // Nesting no export has is refused before it can exhaust the stack.
+        let deep = String(repeating: "<g>", count: 100_000) + String(repeating: "</g>", count: 100_000)
+        #expect(throws: KeychainError.self) { try MiniXML.parse(deep) }
     }
 
     @Test("XML: protected custom fields are items of their own; the recycle bin and history do not come")

@@ -183,4 +183,24 @@ struct BackupTests {
         }
         #expect(!FileManager.default.fileExists(atPath: backupPath(source)))
     }
+
+    @Test("a portable record relabelled as another device's is errSecDecode, not a silent skip")
+    func relabelledRecord() throws {
+        let source = try TestFile(password: "pw")
+        try source.add(["class": "genp", "acct": "one", "svce": "r", "v_Data": .data(Data("1".utf8))])
+        _ = try source.file.writeBackup(to: backupPath(source), password: Self.password)
+        var bytes = fileBytes(backupPath(source))
+        // The first record's kind byte: after the header (magic, version, fields, check, checksum) and its length.
+        let checkLength = bytes[89..<93].reduce(0) { $0 << 8 | Int($1) }
+        let kindOffset = 8 + 1 + 4 + BackupArchive.Header.fieldsLength + 4 + checkLength + 16 + 4
+        #expect(bytes[kindOffset] == BackupArchive.RecordKind.portable.rawValue)
+        bytes[kindOffset] = BackupArchive.RecordKind.thisDevice.rawValue
+        let target = try TestFile(password: "pw")  // another device: it cannot open this-device records
+        let reader = try BackupArchive.Reader(bytes: bytes)
+        try reader.unlock(password: Self.password, deviceKey: target.file.deviceKey)
+        #expect { _ = try target.file.restore(from: reader) } throws: { error in
+            (error as? KeychainError)?.status == .decode
+        }
+        #expect(try itemCount(target) == 0)
+    }
 }

@@ -212,12 +212,17 @@ struct GnomeKeyringFile {
     /// The items as the keychain stores them: generic passwords with their Secret Service attributes, as keychaind's
     /// Secret Service stores them, so that the programs that stored them find them by the same attributes.
     func secrets() -> [ImportedSecret] {
-        items.map { item in
+        items.filter { SecretItemMapping.isStorable($0.attributes) }.map { item in
             var secret = item.secret
             return ImportedSecret(attributes: SecretItemMapping.importedAttributes(label: item.label,
                                                                                    attributes: item.attributes),
                                   secret: SecretBytes(consuming: &secret), name: "\(keyringName)/\(item.label)")
         }
+    }
+
+    /// The items whose attributes the keychain cannot keep apart (they hold its separators), by name.
+    var unstorable: [String] {
+        items.filter { !SecretItemMapping.isStorable($0.attributes) }.map { "\(keyringName)/\($0.label)" }
     }
 
     /// Big-endian fields as gnome-keyring writes them; nil past the end.

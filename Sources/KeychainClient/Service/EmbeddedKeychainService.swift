@@ -250,11 +250,16 @@ public final class EmbeddedKeychainService: KeychainService {
         -> ImportReport
     {
         let entries: [ImportedSecret]
+        var report = ImportReport()
         switch request.source {
         case .entries(let list): entries = list
-        case .gnomeKeyringFile(let file, let password): entries = try GnomeKeyringFile(file, password: password).secrets()
+        case .gnomeKeyringFile(let file, let password):
+            let keyring = try GnomeKeyringFile(file, password: password)
+            entries = keyring.secrets()
+            report.failures = keyring.unstorable.map {
+                .init(name: $0, status: .param, message: "its attributes hold control characters (U+001E, U+001F)")
+            }
         }
-        var report = ImportReport()
         for entry in entries {
             let kind = entry.attributes["class"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? "genp"
             if request.dryRun {
@@ -293,13 +298,15 @@ public final class EmbeddedKeychainService: KeychainService {
     /// secret.
     private func hasSecretServiceTwin(_ entry: ImportedSecret, attributes: [String: String],
                                       in keychain: KeychainReference?) -> Bool {
-        var query = SecretItemMapping.query(for: attributes)
-        query["r_Data"] = true
-        let found = (try? search(query, in: keychain)) ?? []
-        return found.contains { candidate in
-            SecretItemMapping.attributes(of: candidate.item) == attributes
-                && candidate.item.attributes["labl"]?.stringValue == entry.attributes["labl"].flatMap { if case .string(let s) = $0 { s } else { nil } }
-                && candidate.secret == entry.secret
+        let label = entry.attributes["labl"].flatMap { if case .string(let s) = $0 { s } else { nil } }
+        // Attributes first; only the items with these very attributes and label have their secret read.
+        let candidates = ((try? search(SecretItemMapping.query(for: attributes), in: keychain)) ?? []).filter {
+            SecretItemMapping.attributes(of: $0.item) == attributes && $0.item.attributes["labl"]?.stringValue == label
+        }
+        return candidates.contains { candidate in
+            let read: [String: QueryValue] = ["class": "genp", "r_Data": true,
+                                              "v_PersistentRef": .data(candidate.item.persistentReference.data)]
+            return (try? search(read, in: keychain))?.first?.secret == entry.secret
         }
     }
 

@@ -142,7 +142,7 @@ public enum AccessEvaluator {
     public static func mayActOnWholeKeychain(_ caller: Caller) -> Bool {
         guard caller.hasWildcard else { return false }
         guard let program = caller.application?.path else { return true }
-        return program.hasSuffix("/security")
+        return program.hasSuffix("/security") && caller.accessGroups.first == "security"
     }
 
     // MARK: - Access groups (semantics §3.2, §3.3)

@@ -20,8 +20,9 @@ enum BackupArchive {
     static let version: UInt8 = 1
     /// What the header's check opens to under the right password: a wrong one is told from a damaged file.
     static let checkPlaintext = Array("swift-keychain backup 1".utf8)
-    /// A record carries one item: a secret of at most 4 MiB and its attributes.
-    static let maximumRecord = ItemRules.maximumSecretSize + (1 << 20)
+    /// A record carries one item: a secret of at most 4 MiB and its attributes (a writer refuses a larger one, so
+    /// that every backup it finishes restores).
+    static let maximumRecord = ItemRules.maximumSecretSize + (4 << 20)
 
     enum RecordKind: UInt8 {
         case end = 0
@@ -135,7 +136,10 @@ enum BackupArchive {
         append(Array(item.itemClass.rawValue.utf8), to: &out)
         withUnsafeBytes(of: item.uuid.uuid) { out.append(contentsOf: $0) }
         append(ItemCodec.encode(item), to: &out)
-        secret.withUnsafeBytes { append(Array($0), to: &out) }
+        secret.withUnsafeBytes { bytes in
+            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out.append(contentsOf: $0) }
+            out.append(contentsOf: bytes)
+        }
         return out
     }
 
@@ -148,8 +152,9 @@ enum BackupArchive {
         let uuid = UUID(uuid: (u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
                                u[14], u[15]))
         let item = try ItemCodec.decode(Data(meta), itemClass: itemClass, uuid: uuid)
-        var secretBytes = secret
-        return (item, SecretBytes(consuming: &secretBytes))
+        let result = secret.withUnsafeBytes { SecretBytes(copying: $0) }
+        reader.wipe()
+        return (item, result)
     }
 
     /// The end record's counts: what the backup holds and what it left out.
@@ -179,9 +184,11 @@ enum BackupArchive {
     }
 
     struct ByteReader {
-        let bytes: [UInt8]
+        var bytes: [UInt8]
         var offset = 0
         init(bytes: Data) { self.bytes = [UInt8](bytes) }
+        /// Zeroes the copy this reader made (it held a secret).
+        mutating func wipe() { for i in bytes.indices { bytes[i] = 0 } }
         var atEnd: Bool { offset == bytes.count }
         mutating func take(_ n: Int) -> [UInt8]? {
             guard n >= 0, bytes.count - offset >= n else { return nil }
@@ -230,6 +237,12 @@ extension BackupArchive {
             keys = try makeKeys(header)
             thisDeviceKey = keys.thisDevice(deviceKey: deviceKey, header: header)
             self.destination = destination
+            // Only a backup is replaced: an -o that names a keychain, the device key or any other file is refused.
+            if let existing = FileSystem.readPrefix(destination, count: BackupArchive.magic.count),
+                existing != BackupArchive.magic
+            {
+                throw KeychainError(.param, "\(destination) exists and is not a keychain backup: not replaced")
+            }
             let url = URL(fileURLWithPath: destination)
             temporary = url.deletingLastPathComponent().appendingPathComponent(
                 ".\(url.lastPathComponent).\(UUID().uuidString).tmp").path
@@ -289,6 +302,9 @@ extension BackupArchive {
             } catch {
                 throw KeychainError(.internalComponent, "sealing failed")
             }
+            guard sealed.count + 1 <= maximumRecord else {
+                throw KeychainError(.dataTooLarge, "an item is too large for a backup record (\(sealed.count) bytes)")
+            }
             index += 1
             buffer += BackupArchive.lengthPrefix(sealed.count + 1)
             buffer.append(kind.rawValue)
@@ -338,10 +354,15 @@ extension BackupArchive {
         }
 
         convenience init(path: String) throws(KeychainError) {
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard fd >= 0 else {
                 throw KeychainError(errno == ENOENT ? .param : .io,
                                     "cannot open \(path): \(String(cString: strerror(errno)))")
+            }
+            var status = stat()
+            guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+                close(fd)
+                throw KeychainError(.param, "\(path) is not a file")
             }
             try self.init(source: ByteSource(fd: fd))
         }

@@ -101,6 +101,17 @@ enum FileSystem {
         return readAll(fd)
     }
 
+    /// The first `count` bytes (fewer if it is shorter) of whatever is at `path`; nil when nothing is there. Never
+    /// waits (a FIFO gives what it has).
+    static func readPrefix(_ path: String, count: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+        guard fd >= 0 else { return errno == ENOENT ? nil : [] }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: count)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, count) }
+        return n > 0 ? Array(buffer[0..<n]) : []
+    }
+
     static func readAll(_ fd: Int32) -> [UInt8] {
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)

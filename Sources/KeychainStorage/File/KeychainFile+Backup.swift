@@ -9,7 +9,7 @@ extension KeychainFile {
     /// `WhenPasscodeSetThisDeviceOnly` items left out. Items behind an application password are left out too (their
     /// secret cannot be opened without it). Each is counted in the report.
     ///
-    /// The caller has decided that the owner asked for it (``AccessEvaluator/mayTransferWholeKeychain(_:)``); the
+    /// The caller has decided that the owner asked for it (``AccessEvaluator/mayActOnWholeKeychain(_:)``); the
     /// keychain must be unlocked (else the requirement to unlock it is thrown for the Asker).
     public func writeBackup(to path: String, password: SecretBytes) throws(KeychainError) -> BackupReport {
         applyAutoLock()
@@ -57,19 +57,24 @@ extension KeychainFile {
         let report = try write { db, changes -> BackupReport in
             var report = BackupReport()
             var seen = 0
+            var thisDevice = 0  // every this-device record, opened here or not: none may pass for another kind
             let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
             while let record = try reader.next() {
                 switch record {
                 case .end(let written):
-                    guard written.items == seen else { throw KeychainError.decode("the backup's records do not add up") }
+                    guard written.items == seen, written.thisDeviceOnly == thisDevice else {
+                        throw KeychainError.decode("the backup's records do not add up")
+                    }
                     report.thisDeviceOnly = written.thisDeviceOnly
                     report.leftOutPasscode = written.leftOutPasscode
                     report.leftOutApplicationPassword = written.leftOutApplicationPassword
                 case .otherDevice:
                     seen += 1
+                    thisDevice += 1
                     report.skippedOtherDevice += 1
                 case .item(var item, let secret):
                     seen += 1
+                    if item.accessibility.isThisDeviceOnly { thisDevice += 1 }
                     guard item.accessibility != .whenPasscodeSetThisDeviceOnly else {  // never written; never taken
                         report.leftOutPasscode += 1
                         continue
