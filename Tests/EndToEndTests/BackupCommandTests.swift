@@ -176,3 +176,28 @@ extension BackupCommandTests {
         print("killed restores: \(outcomes)")
     }
 }
+
+extension BackupCommandTests {
+    @Test("what the Secret Service and a Swift program stored comes back on a new machine: secret-tool and the program find it",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/secret-tool")
+              && FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")))
+    func secretServiceAfterRestore() throws {
+        let old = try SecretServiceTests.Desktop()
+        #expect(try old.startDaemon() == "ready")
+        #expect(try old.run("/usr/bin/secret-tool", "store", "--label=Chrome Safe Storage", "application", "chrome",
+                            stdin: "chrome-key").status == 0)
+        #expect(try old.run("keychain-example", "set", "com.example.app", "me", stdin: "app-secret").status == 0)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ss-\(UUID().uuidString).backup").path
+        defer { unlink(file) }
+        let backup = try old.run("security", "backup-keychain", "-o", file, "-P", "-", stdin: "bpw\n")
+        #expect(backup.status == 0, "\(backup.stderr)")
+
+        let new = try SecretServiceTests.Desktop()
+        let restore = try new.run("security", "restore-keychain", "-i", file, "-P", "-", stdin: "bpw\n")
+        #expect(restore.stdout == "Restored 2 items into login.keychain-db.\n", "\(restore.stderr)")
+        new.home.stopDaemon()
+        #expect(try new.startDaemon() == "ready")
+        #expect(try new.run("/usr/bin/secret-tool", "lookup", "application", "chrome").stdout == "chrome-key")
+        #expect(try new.run("keychain-example", "get", "com.example.app", "me").stdout == "app-secret\n")
+    }
+}
