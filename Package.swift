@@ -27,6 +27,7 @@ let package = Package(
         .executable(name: "keychain-embedded", targets: ["keychain-embedded"]),
         .executable(name: "git-credential-keychain", targets: ["GitCredentialKeychain"]),
         .executable(name: "docker-credential-keychain", targets: ["DockerCredentialKeychain"]),
+        .executable(name: "keychain-sync-server", targets: ["keychain-sync-server"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -34,6 +35,14 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.2.0"),
+        // The sync service (keychain-sync-server) and keychaind's side of it. None of these reach `security`.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // Apple's item model, query rules, status codes. Pure: no I/O.
@@ -103,7 +112,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "keychaind",
-            dependencies: ["KeychainDaemon", "KeychainClient", "KeychainDBus", "CKeychainLinux"],
+            dependencies: ["KeychainDaemon", "KeychainClient", "KeychainDBus", "CKeychainLinux", "KeychainSync"],
             swiftSettings: strictSettings
         ),
         // Asymmetric keys (EC P-256/384/521, RSA): generation, Apple's external representations, signatures,
@@ -191,6 +200,50 @@ let package = Package(
             dependencies: ["KeychainClient", "KeychainCore"],
             swiftSettings: strictSettings
         ),
+        // Sync (docs/SYNC.md): what a device and the server agree on. Values, canonical bytes and the item cipher;
+        // no I/O, so both sides and the fuzzers share it.
+        .target(
+            name: "KeychainSyncProtocol",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The device side of sync, run by keychaind: device keys, the account's item keys, push and pull over HTTPS.
+        .target(
+            name: "KeychainSync",
+            dependencies: [
+                "KeychainSyncProtocol", "KeychainClient", "KeychainStorage", "KeychainCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The sync server as a library (routes, PostgreSQL store, migrations, request signatures), testable in-process.
+        .target(
+            name: "KeychainSyncServer",
+            dependencies: [
+                "KeychainSyncProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "keychain-sync-server",
+            dependencies: ["KeychainSyncServer"],
+            swiftSettings: strictSettings
+        ),
         // Shared by the test targets only: a seeded generator, the status of a call.
         .target(
             name: "KeychainTestSupport",
@@ -239,6 +292,15 @@ let package = Package(
         .testTarget(
             name: "KeychainDBusTests",
             dependencies: ["KeychainDBus", "KeychainTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "KeychainSyncTests",
+            dependencies: ["KeychainSyncServer", "KeychainSyncProtocol", "KeychainSync", "KeychainClient", "KeychainStorage",
+                           "KeychainCore", "KeychainTestSupport",
+                           .product(name: "PostgresNIO", package: "postgres-nio"),
+                           .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -16,6 +16,9 @@ public struct Keychain: Sendable {
     public let client: KeychainClient
     public var accessibility: Accessibility = .whenUnlocked
     public var label: String?
+    /// Whether this keychain's items are synchronizable (`kSecAttrSynchronizable`): they reach the user's other
+    /// devices when the keychain syncs (docs/SYNC.md). Reads and removals see only items of the same kind.
+    public var synchronizable = false
 
     public init(service: String, client: KeychainClient? = nil) throws(KeychainError) {
         self.service = service
@@ -26,6 +29,13 @@ public struct Keychain: Sendable {
     public func accessibility(_ value: Accessibility) -> Keychain {
         var copy = self
         copy.accessibility = value
+        return copy
+    }
+
+    /// A copy whose items are synchronizable (or not).
+    public func synchronizable(_ value: Bool) -> Keychain {
+        var copy = self
+        copy.synchronizable = value
         return copy
     }
 
@@ -51,7 +61,8 @@ public struct Keychain: Sendable {
         // A data-protection item (Apple's advice for new code on macOS too): seen only by programs entitled to
         // this program's access group, not by every program as a file keychain's item would be.
         try client.upsert(
-            ["class": "genp", "svce": .string(service), "acct": .string(account), "nleg": true], secret: secret,
+            ["class": "genp", "svce": .string(service), "acct": .string(account), "nleg": true, "sync": .bool(synchronizable)],
+            secret: secret,
             attributes: attributes)
     }
 
@@ -60,6 +71,7 @@ public struct Keychain: Sendable {
         do {
             let found = try client.search([
                 "class": "genp", "svce": .string(service), "acct": .string(account), "r_Data": true,
+                "sync": .bool(synchronizable),
             ])
             return found.first?.secret
         } catch KeychainStatus.itemNotFound {
@@ -80,7 +92,8 @@ public struct Keychain: Sendable {
     /// Removes the value for `account`; removing what is not there is not an error.
     public func remove(_ account: String) throws(KeychainError) {
         do {
-            try client.delete(["class": "genp", "svce": .string(service), "acct": .string(account)])
+            try client.delete(["class": "genp", "svce": .string(service), "acct": .string(account),
+                               "sync": .bool(synchronizable)])
         } catch KeychainStatus.itemNotFound {
             return
         } catch {
@@ -93,6 +106,7 @@ public struct Keychain: Sendable {
         do {
             let found = try client.search([
                 "class": "genp", "svce": .string(service), "r_Attributes": true, "m_Limit": "m_LimitAll",
+                "sync": .bool(synchronizable),
             ])
             return found.compactMap { $0.item.attributes["acct"]?.stringValue }
         } catch KeychainStatus.itemNotFound {

@@ -100,13 +100,14 @@ extension KeychainDaemonServer {
                         }
                         if let connectionService { retire(connectionService) }
                         connectionService = register(EmbeddedKeychainService(
-                            locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration))
+                            locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration,
+                            syncing: syncing))
                         contexts = ConnectionContexts()
                     }
                     // A client that never opened a session: nobody to ask about groups bound to other programs.
                     let service = connectionService ?? register(EmbeddedKeychainService(
                         locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
-                        asker: Asker(prompter: nil), baseConfiguration: fileConfiguration))
+                        asker: Asker(prompter: nil), baseConfiguration: fileConfiguration, syncing: syncing))
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
                     if case .serveSecretService(let address, let replace) = request {

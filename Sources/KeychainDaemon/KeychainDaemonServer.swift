@@ -27,12 +27,17 @@ public final class KeychainDaemonServer: Sendable {
     let listening: Mutex<Int32>
     /// What every connection's service opens files with: made once (it reads the environment).
     let fileConfiguration: KeychainFile.Configuration
+    /// The sync engine keychaind runs keychains' sync with (nil: this server does not sync).
+    let syncing: (any KeychainSyncing)?
     let lockFD: Int32
 
     /// Takes the single-instance lock and binds the socket (directory 0700, socket 0600).
     ///
     /// - Throws: ``StartError/alreadyRunning`` when another keychaind serves these locations.
-    public init(locations: KeychainLocations, policy: CallerPolicy) throws(StartError) {
+    public init(locations: KeychainLocations, policy: CallerPolicy, syncing: (any KeychainSyncing)? = nil)
+        throws(StartError)
+    {
+        self.syncing = syncing
         self.locations = locations
         self.policy = policy
         self.fileConfiguration = OpenKeychains.standardConfiguration(locations: locations)

@@ -76,6 +76,8 @@ public enum Request: Sendable {
     case restore(path: String, password: SecretBytes, KeychainReference)
     /// `security import-secrets`: secrets read from another store (or a keyring file to read), stored as items.
     case importSecrets(SecretImport, KeychainReference?)
+    /// `security sync-setup`, `sync-now`, `sync-status`, `sync-leave`: the keychain's sync, run by keychaind.
+    case sync(SyncRequest, KeychainReference)
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -119,6 +121,15 @@ public enum Request: Sendable {
         case .trustProgram(let path): w.byte(33); w.string(path)
         case .backUp(let r, let path, let password): w.byte(34); w.reference(r); w.string(path); w.secret(password)
         case .restore(let path, let password, let r): w.byte(35); w.string(path); w.secret(password); w.reference(r)
+        case .sync(let request, let r):
+            w.byte(37)
+            switch request {
+            case .setUp(let server): w.byte(0); w.string(server)
+            case .now: w.byte(1)
+            case .status: w.byte(2)
+            case .leave: w.byte(3)
+            }
+            w.reference(r)
         case .importSecrets(let request, let r):
             w.byte(36); w.bool(request.dryRun)
             switch request.source {
@@ -189,6 +200,16 @@ public enum Request: Sendable {
         case 33: request = .trustProgram(path: try r.string())
         case 34: request = .backUp(try r.reference(), path: try r.string(), password: try r.secret())
         case 35: request = .restore(path: try r.string(), password: try r.secret(), try r.reference())
+        case 37:
+            let sync: SyncRequest
+            switch try r.byte() {
+            case 0: sync = .setUp(server: try r.string())
+            case 1: sync = .now
+            case 2: sync = .status
+            case 3: sync = .leave
+            default: throw .malformed("sync request")
+            }
+            request = .sync(sync, try r.reference())
         case 36:
             let dryRun = try r.bool()
             let source: SecretImport.Source
@@ -256,6 +277,7 @@ public enum Response: Sendable {
     case certificates([CertificateRecord])
     case backupReport(BackupReport)
     case importReport(ImportReport)
+    case syncReport(SyncReport)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -282,6 +304,14 @@ public enum Response: Sendable {
             w.byte(14)
             for n in [report.items, report.thisDeviceOnly, report.kept, report.skippedOtherDevice, report.leftOutPasscode,
                       report.leftOutApplicationPassword] { w.int(Int64(n)) }
+        case .syncReport(let report):
+            w.byte(16)
+            w.string(report.server); w.string(report.account); w.string(report.device)
+            for n in [report.epoch, report.items, report.sent, report.received, report.deleted, report.conflicts] {
+                w.int(Int64(n))
+            }
+            w.bool(report.lastSync != nil); w.int(Int64((report.lastSync ?? 0) * 1000))
+            w.optionalSecret(report.recoveryKey)
         case .importReport(let report):
             w.byte(15)
             w.int(Int64(report.added.count))
@@ -369,6 +399,19 @@ public enum Response: Sendable {
             response = .backupReport(BackupReport(items: counts[0], thisDeviceOnly: counts[1], kept: counts[2],
                                                   skippedOtherDevice: counts[3], leftOutPasscode: counts[4],
                                                   leftOutApplicationPassword: counts[5]))
+        case 16:
+            let server = try r.string(), account = try r.string(), device = try r.string()
+            var counts: [Int] = []
+            for _ in 0..<6 {
+                guard let n = Int(exactly: try r.int()), n >= 0 else { throw .malformed("sync report") }
+                counts.append(n)
+            }
+            let hasLast = try r.bool()
+            let last = Double(try r.int()) / 1000
+            response = .syncReport(SyncReport(server: server, account: account, device: device, epoch: counts[0],
+                                              items: counts[1], sent: counts[2], received: counts[3],
+                                              deleted: counts[4], conflicts: counts[5], lastSync: hasLast ? last : nil,
+                                              recoveryKey: try r.optionalSecret()))
         case 15:
             var report = ImportReport()
             for _ in 0..<(try r.elementCount()) {

@@ -6,6 +6,7 @@ import KeychainCore
 //   echo -n s3cret | keychain-example set SERVICE ACCOUNT
 //   keychain-example get SERVICE ACCOUNT
 //   keychain-example delete SERVICE ACCOUNT
+//   keychain-example --synchronizable set|get|delete SERVICE ACCOUNT   (an item that syncs: docs/SYNC.md)
 // The secret comes on standard input, never as an argument (it would show in `ps` and shell history).
 
 func fail(_ message: String, code: Int32) -> Never {
@@ -13,15 +14,18 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
-let arguments = CommandLine.arguments.dropFirst()
+var arguments = CommandLine.arguments.dropFirst()
+let synchronizable = arguments.first == "--synchronizable"
+if synchronizable { arguments = arguments.dropFirst() }
 guard arguments.count == 3, let command = arguments.first else {
-    fail("usage: keychain-example set|get|delete SERVICE ACCOUNT (the secret on stdin for set)", code: 2)
+    fail("usage: keychain-example [--synchronizable] set|get|delete SERVICE ACCOUNT (the secret on stdin for set)",
+         code: 2)
 }
 let service = arguments[arguments.startIndex + 1]
 let account = arguments[arguments.startIndex + 2]
 
 do {
-    let keychain = try Keychain(service: service)
+    let keychain = try Keychain(service: service).synchronizable(synchronizable)
     switch command {
     case "set":
         var bytes = [UInt8](FileHandle.standardInput.readDataToEndOfFile())
@@ -34,7 +38,8 @@ do {
         secret.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
         FileHandle.standardOutput.write(Data("\n".utf8))
     case "delete":
-        try keychain.client.delete(["class": "genp", "svce": .string(service), "acct": .string(account)])
+        try keychain.client.delete(["class": "genp", "svce": .string(service), "acct": .string(account),
+                                    "sync": .bool(synchronizable)])
     default:
         fail("unknown command \(command)", code: 2)
     }

@@ -4,6 +4,7 @@ import KeychainClient
 import KeychainCore
 import KeychainDaemon
 import KeychainDBus
+import KeychainSync
 
 #if canImport(Glibc)
 import Glibc
@@ -80,7 +81,8 @@ let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath(
 let server: KeychainDaemonServer
 do {
     server = try KeychainDaemonServer(
-        locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path))
+        locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path),
+        syncing: SyncEngine())
 } catch .alreadyRunning(let socket) {
     // Started for the Secret Service (D-Bus activation) while a keychaind started for the socket runs: that one
     // takes the name on this bus, so that one process holds the keys. This one ends once the name is served.

@@ -37,6 +37,8 @@ struct WireTests {
                                                                  secret: SecretBytes(utf8: "x"), name: "pass: s")]),
                                         dryRun: true), work),
             .importSecrets(SecretImport(.gnomeKeyringFile(SecretBytes(utf8: "file"), password: SecretBytes(utf8: "pw"))), nil),
+            .sync(.setUp(server: "https://sync.example.org"), work), .sync(.now, work), .sync(.status, work),
+            .sync(.leave, work),
         ]
         for request in requests {
             let bytes = try request.encode()
@@ -199,5 +201,22 @@ extension WireTests {
             return
         }
         #expect(decoded == report)
+    }
+}
+
+extension WireTests {
+    @Test("a sync report comes back whole, with the recovery key only when there is one")
+    func syncReportRoundTrip() throws {
+        for report in [
+            SyncReport(server: "https://s", account: "aa", device: "bb", epoch: 2, items: 5, sent: 1, received: 2,
+                       deleted: 3, conflicts: 4, lastSync: 1_790_000_000.25, recoveryKey: SecretBytes(utf8: "r-k")),
+            SyncReport(server: "http://127.0.0.1:1", account: "", device: "", epoch: 1),
+        ] {
+            guard case .syncReport(let decoded) = try Response.decode(Response.syncReport(report).encode()) else {
+                Issue.record("not a sync report")
+                return
+            }
+            #expect(decoded == report)
+        }
     }
 }

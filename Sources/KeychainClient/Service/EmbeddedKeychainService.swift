@@ -19,6 +19,8 @@ public final class EmbeddedKeychainService: KeychainService {
 
     /// Who asks this service's user, and how (for keychaind: pinentry where the client's session can be asked).
     public let asker: Asker
+    /// The sync engine, where one runs (keychaind); nil in-process.
+    private let syncing: (any KeychainSyncing)?
 
     /// - Parameters:
     ///   - caller: the access groups this process may use (default: its ``ApplicationIdentity``).
@@ -28,8 +30,9 @@ public final class EmbeddedKeychainService: KeychainService {
     ///     which reads the environment; keychaind makes it once, not per connection).
     ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
     public init(locations: KeychainLocations = .current(), caller: Caller? = nil, asker: Asker? = nil,
-                baseConfiguration: KeychainFile.Configuration? = nil,
+                baseConfiguration: KeychainFile.Configuration? = nil, syncing: (any KeychainSyncing)? = nil,
                 configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
+        self.syncing = syncing
         self.locations = locations
         self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
         self.preferences = KeychainPreferences(locations: locations)
@@ -241,6 +244,28 @@ public final class EmbeddedKeychainService: KeychainService {
         let file = try ownersFile(keychain, doing: "restore a backup into")
         return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
             _ throws(KeychainError) in try file.restoreBackup(from: path, password: password)
+        }
+    }
+
+    // MARK: - Sync
+
+    public func sync(_ request: SyncRequest, keychain: KeychainReference) throws(KeychainError) -> SyncReport {
+        guard let syncing else {
+            throw KeychainError(.notAvailable, "sync runs in keychaind (KEYCHAIN_BACKEND=daemon or auto)")
+        }
+        let file: KeychainFile
+        switch request {
+        // Joining an account or leaving it is the owner's decision: the keychain password, as for a backup.
+        case .setUp: file = try ownersFile(keychain, doing: "sync")
+        case .leave: file = try ownersFile(keychain, doing: "stop syncing")
+        case .now, .status:
+            guard AccessEvaluator.mayActOnWholeKeychain(caller) else {
+                throw KeychainError(.authFailed, "only the keychain's own security command may sync a whole keychain")
+            }
+            file = try self.file(keychain)
+        }
+        return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
+            _ throws(KeychainError) in try syncing.perform(request, on: file)
         }
     }
 

@@ -16,6 +16,9 @@ public struct Caller: Sendable, Hashable {
 
     /// The group the token items live in; readable, never writable.
     public static let tokenGroup = "com.apple.token"
+    /// The group of keychaind's own sync state (device keys, the account's item keys): no caller sees or writes it,
+    /// not even the keychain's own tools (docs/SYNC.md).
+    public static let syncStateGroup = "com.swift-keychain.sync-state"
     /// A caller entitled to every group.
     public static let wildcardGroup = "*"
 

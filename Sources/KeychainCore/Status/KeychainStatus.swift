@@ -74,6 +74,7 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
     public static let decode = Self(-26275)
     public static let `internal` = Self(-26276)
     public static let serviceNotAvailable = Self(-67585)
+    public static let networkFailure = Self(-67636)
     public static let invalidData = Self(-67673)
     public static let invalidACL = Self(-67702)
     public static let invalidKeyRef = Self(-67712)
@@ -169,6 +170,7 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
         -34019: "The keychain database is being upgraded; try again later.",
         -34020: "The client is not permitted to use this API.",
         -67585: "The required service is not available.",
+        -67636: "A network failure occurred.",
         -67731: "Key usage is incorrect.",
         -67671: "An internal error has occurred.",
         -67672: "A memory error has occurred.",

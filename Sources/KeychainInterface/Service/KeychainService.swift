@@ -111,6 +111,12 @@ public protocol KeychainService: Sendable {
     /// file is read here, with its password.
     func importSecrets(_ request: SecretImport, into keychain: KeychainReference?) throws(KeychainError) -> ImportReport
 
+    // MARK: - Sync (`security sync-setup`, `sync-now`, `sync-status`, `sync-leave`)
+
+    /// Sets up, runs, shows or ends the sync of `keychain` (docs/SYNC.md). keychaind runs it; the same owner rule
+    /// as a backup (only the keychain's own `security`); an in-process keychain answers errSecNotAvailable.
+    func sync(_ request: SyncRequest, keychain: KeychainReference) throws(KeychainError) -> SyncReport
+
     // MARK: - The owner (LocalAuthentication)
 
     /// Checks the keychain password for `context` and marks it authenticated when right (false when wrong; the

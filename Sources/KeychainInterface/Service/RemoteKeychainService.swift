@@ -176,6 +176,11 @@ public final class RemoteKeychainService: KeychainService {
         return report
     }
 
+    public func sync(_ request: SyncRequest, keychain: KeychainReference) throws(KeychainError) -> SyncReport {
+        guard case .syncReport(let report) = try call(.sync(request, keychain)) else { throw unexpected() }
+        return report
+    }
+
     public func importSecrets(_ request: SecretImport, into keychain: KeychainReference?) throws(KeychainError)
         -> ImportReport
     {

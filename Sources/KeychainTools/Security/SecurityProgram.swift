@@ -134,6 +134,23 @@ public final class SecurityProgram {
                 help: "Restore a backup file's items into a keychain.") { args throws(CommandError) in
             try BackupCommands(session: self.session).restore(args)
         },
+        // Beyond macOS: synchronizable items on the user's other devices (docs/SYNC.md).
+        Command(name: "sync-setup", usage: "--server URL [-k keychain]",
+                help: "Sync a keychain's synchronizable items through a sync server, as its first device.") {
+            args throws(CommandError) in try SyncCommands(session: self.session).setUp(args)
+        },
+        Command(name: "sync-now", usage: "[-k keychain]",
+                help: "Send and receive a keychain's synchronizable items now.") { args throws(CommandError) in
+            try SyncCommands(session: self.session).now(args)
+        },
+        Command(name: "sync-status", usage: "[-k keychain]",
+                help: "Show a keychain's sync account, device and last sync.") { args throws(CommandError) in
+            try SyncCommands(session: self.session).status(args)
+        },
+        Command(name: "sync-leave", usage: "[-k keychain]",
+                help: "Stop syncing a keychain on this device (its items stay).") { args throws(CommandError) in
+            try SyncCommands(session: self.session).leave(args)
+        },
         // Beyond macOS: other stores' secrets moved in (docs/MIGRATION.md).
         Command(name: "import-secrets",
                 usage: "--from secret-service|gnome-keyring|keepassxc-xml|keepassxc-csv|pass [--dry-run] [-k keychain] [-P -] [file|dir]",

@@ -1,0 +1,10 @@
+import KeychainCore
+import KeychainStorage
+
+/// What runs a keychain's sync (the KeychainSync module, in keychaind): kept apart so that the HTTP client and the
+/// sync protocol reach keychaind alone, never a program that embeds the keychain or the thin tools.
+public protocol KeychainSyncing: Sendable {
+    /// Runs `request` on `file`. Called with no lock held; a locked keychain is reported by throwing (the caller's
+    /// Asker unlocks it and calls again).
+    func perform(_ request: SyncRequest, on file: KeychainFile) throws(KeychainError) -> SyncReport
+}

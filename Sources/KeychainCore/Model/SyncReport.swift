@@ -1,0 +1,48 @@
+/// What `security sync-…` asks keychaind to do with a keychain's sync (docs/SYNC.md).
+public enum SyncRequest: Sendable, Equatable {
+    /// Create a sync account on the server at this URL, with this device as its first, and sync.
+    case setUp(server: String)
+    /// One round now: take what the server has, send what changed here.
+    case now
+    /// What the keychain's sync looks like, without a round.
+    case status
+    /// Stop syncing this keychain on this device (its items stay; the account and the other devices go on).
+    case leave
+}
+
+/// The state of a keychain's sync and what a round did.
+public struct SyncReport: Sendable, Equatable {
+    public var server: String
+    /// Hex: the account and this device.
+    public var account: String
+    public var device: String
+    public var epoch: Int
+    /// Synchronizable items this device tracks on the server.
+    public var items: Int
+    /// This round: items sent, received (new or changed here), deleted here, and writes that lost to another
+    /// device's earlier write (the server's copy taken).
+    public var sent: Int
+    public var received: Int
+    public var deleted: Int
+    public var conflicts: Int
+    /// Seconds since 1970 of the last completed round; nil before the first.
+    public var lastSync: Double?
+    /// Only when the account was just made: shown once, never stored by the keychain or the server.
+    public var recoveryKey: SecretBytes?
+
+    public init(server: String, account: String, device: String, epoch: Int, items: Int = 0, sent: Int = 0,
+                received: Int = 0, deleted: Int = 0, conflicts: Int = 0, lastSync: Double? = nil,
+                recoveryKey: SecretBytes? = nil) {
+        self.server = server
+        self.account = account
+        self.device = device
+        self.epoch = epoch
+        self.items = items
+        self.sent = sent
+        self.received = received
+        self.deleted = deleted
+        self.conflicts = conflicts
+        self.lastSync = lastSync
+        self.recoveryKey = recoveryKey
+    }
+}

@@ -1,0 +1,342 @@
+import Crypto
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+import KeychainSyncProtocol
+import Logging
+import NIOHTTP1
+import Synchronization
+
+/// keychaind's side of sync (docs/SYNC.md): a keychain's synchronizable items reach the account on the server,
+/// end-to-end encrypted, and what other devices wrote comes back. One round at a time per keychain; no lock of the
+/// keychain is held while the network is waited for (each step is its own short transaction).
+public final class SyncEngine: KeychainSyncing {
+    private let rounds = Mutex<Set<String>>([])
+    private let logger: Logger
+
+    public init(logger: Logger = Logger(label: "keychaind.sync")) {
+        self.logger = logger
+    }
+
+    public func perform(_ request: SyncRequest, on file: KeychainFile) throws(KeychainError) -> SyncReport {
+        let path = file.url.path
+        guard rounds.withLock({ $0.insert(path).inserted }) else {
+            throw KeychainError(.interactionNotAllowed, "a sync of this keychain is already running")
+        }
+        defer { _ = rounds.withLock { $0.remove(path) } }
+        switch request {
+        case .setUp(let server): return try setUp(server: server, file: file)
+        case .now:
+            return try round(file: file, state: try state(of: file))
+        case .status: return try state(of: file).report()
+        case .leave:
+            let report = try state(of: file).report()
+            try file.removeSyncState()
+            return report
+        }
+    }
+
+    private func state(of file: KeychainFile) throws(KeychainError) -> SyncState {
+        guard let secret = try file.syncState() else {
+            throw KeychainError(.itemNotFound, "this keychain does not sync (security sync-setup --server URL)")
+        }
+        return try SyncState.decode(secret)
+    }
+
+    // MARK: - Setting up
+
+    /// Creates the account with this device as its first: the device's keys, the first epoch's item key and a
+    /// recovery key (returned once, kept nowhere), then a first round.
+    private func setUp(server text: String, file: KeychainFile) throws(KeychainError) -> SyncReport {
+        let server = try SyncTransport.serverURL(text)
+        if let existing = try file.syncState() {
+            let state = try SyncState.decode(existing)
+            throw KeychainError(.duplicateItem, "this keychain already syncs with \(state.server)")
+        }
+        let account = Self.randomID(), device = Self.randomID()
+        let signing = P256.Signing.PrivateKey()
+        let agreement = Curve25519.KeyAgreement.PrivateKey()
+        let recovery = RecoveryKey(seed: SymmetricKey(size: .bits256))
+        let record = DeviceRecord(id: device, signingKey: signing.publicKey.x963Representation,
+                                  agreementKey: agreement.publicKey.rawRepresentation)
+        let genesis: SignedLogEntry
+        do {
+            genesis = try DeviceLogEntry(
+                kind: .genesis, seq: 0, previous: Data(count: 32), account: account, device: record, epoch: 1,
+                recoverySigningKey: recovery.signing.publicKey.x963Representation,
+                recoveryAgreementKey: recovery.agreement.publicKey.rawRepresentation,
+                time: Int64(Date().timeIntervalSince1970)
+            ).signed(by: device, key: signing)
+        } catch {
+            throw KeychainError(.internalComponent, "the device log cannot be signed")
+        }
+        let transport = SyncTransport(server: server, device: device, key: signing)
+        guard let body = try? JSONEncoder().encode(AccountCreation(account: account, device: record, genesis: genesis))
+        else { throw KeychainError(.internalComponent, "the account cannot be described") }
+        let reply = try transport.send(.POST, "/v1/accounts", body: body)
+        guard reply.status == 201 else { throw SyncTransport.failure(reply, doing: "create the account") }
+        let state = SyncState(
+            server: server.absoluteString, account: account, device: device,
+            signingKey: signing.rawRepresentation, agreementKey: agreement.rawRepresentation, epoch: 1,
+            epochKeys: [1: SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }], cursor: 0, items: [:],
+            log: [genesis], lastSync: nil)
+        try file.saveSyncState(state.encoded())
+        logger.info("sync.account.created", metadata: ["server": "\(server.absoluteString)"])
+        var report = try round(file: file, state: state)
+        report.recoveryKey = recovery.display  // its only copy: the user's
+        return report
+    }
+
+    static func randomID() -> Data { SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) } }
+
+    // MARK: - A round
+
+    /// Takes every change the server has after this device's cursor, then sends what changed here. What one step
+    /// took is stored with the state in one transaction, so a round cut short at any point resumes correctly.
+    private func round(file: KeychainFile, state start: SyncState) throws(KeychainError) -> SyncReport {
+        var state = start
+        let transport = SyncTransport(server: try SyncTransport.serverURL(state.server), device: state.device,
+                                      key: try state.signing())
+        var totals = SyncReport(server: state.server, account: state.account.hexString,
+                                device: state.device.hexString, epoch: Int(state.epoch))
+        try pull(file: file, state: &state, transport: transport, totals: &totals)
+        try push(file: file, state: &state, transport: transport, totals: &totals)
+        state.lastSync = Date().timeIntervalSince1970
+        try file.saveSyncState(state.encoded())
+        totals.items = state.items.count
+        totals.lastSync = state.lastSync
+        return totals
+    }
+
+    private func pull(file: KeychainFile, state: inout SyncState, transport: SyncTransport,
+                      totals: inout SyncReport) throws(KeychainError)
+    {
+        var full = false  // the server forgot tombstones this device has not seen: take everything, by id
+        var seen = Set<String>()
+        while true {
+            let reply = try transport.send(.GET, "/v1/accounts/\(state.account.hexString)/changes?after=\(state.cursor)&limit=\(SyncLimits.maxPage)")
+            if reply.status == 410 && !full {
+                logger.info("sync.resync", metadata: ["cursor": "\(state.cursor)"])
+                full = true
+                state.cursor = 0
+                continue
+            }
+            guard reply.status == 200 else { throw SyncTransport.failure(reply, doing: "list changes") }
+            let page = try SyncTransport.decode(ChangePage.self, reply)
+            guard page.changes.allSatisfy({ $0.seq > state.cursor }), page.last >= state.cursor,
+                  page.changes.count <= SyncLimits.maxPage
+            else { throw KeychainError.decode("the sync server's changes go backwards") }
+            var incoming: [IncomingSyncChange] = []
+            var versions: [String: Int64] = [:]
+            for change in page.changes {
+                let key = change.id.hexString
+                seen.insert(key)
+                guard let taken = try take(change, state: state) else { continue }
+                incoming.append(taken)
+                versions[key] = change.version
+            }
+            var next = state
+            next.cursor = page.last
+            if full && !page.more {
+                // Everything the server has was listed: what this device tracks and the server no longer has was
+                // deleted while this device was away longer than the tombstones are kept.
+                for key in next.items.keys where !seen.contains(key) {
+                    if let id = UUID(hexString: key) { incoming.append(.deleted(id: id)) }
+                    versions[key] = -1
+                }
+            }
+            let applied = try file.applySync(incoming) { result throws(KeychainError) in
+                Self.track(result, versions: versions, in: &next)
+                return try next.encoded()
+            }
+            state = next
+            totals.received += applied.written
+            totals.deleted += applied.deleted
+            if !page.more { return }
+        }
+    }
+
+    /// An incoming change as this keychain takes it: nil when this device has it already (its own write coming
+    /// back). Refuses what a trusted device would never have sent and a version older than one already taken.
+    private func take(_ change: ItemChange, state: SyncState) throws(KeychainError) -> IncomingSyncChange? {
+        guard change.id.count == SyncLimits.idLength, let id = UUID(data: change.id) else {
+            throw KeychainError.decode("the sync server sent a malformed item id")
+        }
+        if let known = state.items[change.id.hexString] {
+            guard change.version >= known.version else {
+                throw KeychainError.decode("the sync server sent an older version of an item than this device has")
+            }
+            if change.version == known.version { return nil }
+        }
+        if change.deleted { return .deleted(id: id) }
+        guard let ciphertext = change.ciphertext, let key = state.epochKey(change.epoch) else {
+            throw KeychainError.decode("the sync server sent an item of an epoch this device has no key for")
+        }
+        let plaintext: Data
+        do {
+            plaintext = try ItemCipher.open(ciphertext, epochKey: key, account: state.account, item: change.id,
+                                            epoch: change.epoch, version: change.version)
+        } catch {
+            throw KeychainError.decode("an item from the sync server does not open: altered, moved or replayed")
+        }
+        return .item(id: id, record: SecretBytes(plaintext))
+    }
+
+    /// Records what a transaction took: each item's server version with its new generation here; items displaced
+    /// or refused by the lower-id rule stay tracked with a generation no row has, so the next send deletes them on
+    /// the server too.
+    private static func track(_ result: SyncApplication, versions: [String: Int64], in state: inout SyncState) {
+        for (key, version) in versions {
+            guard let id = UUID(hexString: key) else { continue }
+            if version < 0 {
+                state.items[key] = nil
+            } else if let generation = result.generations[id] {
+                state.items[key] = SyncState.Tracked(version: version, generation: generation)
+            } else if result.refused.contains(id) {
+                state.items[key] = SyncState.Tracked(version: version, generation: -1)
+            } else if result.unusable.contains(id) {
+                state.items[key] = nil
+            } else {
+                state.items[key] = nil  // deleted here (or was not here)
+            }
+        }
+    }
+
+    private func push(file: KeychainFile, state: inout SyncState, transport: SyncTransport,
+                      totals: inout SyncReport) throws(KeychainError)
+    {
+        let here = try file.synchronizableItems()
+        var generations: [String: Int64] = [:]
+        for item in here { generations[item.id.data.hexString] = item.generation }
+        let changed = here.filter { state.items[$0.id.data.hexString]?.generation != $0.generation }.map(\.id)
+        let gone = state.items.filter { generations[$0.key] == nil }
+        guard let epochKey = state.epochKey(state.epoch) else {
+            throw KeychainError.decode("this device has no key for the account's current epoch")
+        }
+        var lost: [ItemChange] = []  // writes the server refused: its copy is taken here
+        let base = "/v1/accounts/\(state.account.hexString)/items/"
+        for batch in stride(from: 0, to: changed.count, by: 64).map({ Array(changed[$0..<min($0 + 64, changed.count)]) }) {
+            for item in try file.syncRecords(batch) {
+                guard let record = item.record else { continue }
+                let key = item.id.data.hexString
+                let known = state.items[key]?.version ?? 0
+                let ciphertext: Data
+                do {
+                    ciphertext = try record.withUnsafeBytes { bytes throws(ItemCipher.Failure) in
+                        try ItemCipher.seal(Data(bytes), epochKey: epochKey, account: state.account, item: item.id.data,
+                                            epoch: state.epoch, version: known + 1)
+                    }
+                } catch {
+                    logger.warning("sync.item.too-large")
+                    continue
+                }
+                guard let body = try? JSONEncoder().encode(ItemWrite(base: known, epoch: state.epoch, ciphertext: ciphertext))
+                else { continue }
+                let reply = try transport.send(.PUT, base + key, body: body)
+                switch reply.status {
+                case 200:
+                    let accepted = try SyncTransport.decode(WriteAccepted.self, reply)
+                    guard accepted.version == known + 1 else {
+                        throw KeychainError.decode("the sync server assigned an unexpected version")
+                    }
+                    state.items[key] = SyncState.Tracked(version: accepted.version, generation: item.generation)
+                    totals.sent += 1
+                case 409:
+                    totals.conflicts += 1
+                    if let current = try SyncTransport.decode(WriteConflict.self, reply).current { lost.append(current) }
+                default: throw SyncTransport.failure(reply, doing: "store an item")
+                }
+            }
+        }
+        for (key, tracked) in gone {
+            let reply = try transport.send(.DELETE, base + key + "?base=\(tracked.version)&epoch=\(state.epoch)")
+            switch reply.status {
+            case 200:
+                state.items[key] = nil
+                totals.sent += 1
+            case 409:
+                let current = try SyncTransport.decode(WriteConflict.self, reply).current
+                if let current, !current.deleted {
+                    totals.conflicts += 1
+                    lost.append(current)  // another device changed it first: it comes back here
+                } else {
+                    state.items[key] = nil
+                }
+            default: throw SyncTransport.failure(reply, doing: "delete an item")
+            }
+        }
+        guard !lost.isEmpty else {
+            try file.saveSyncState(state.encoded())
+            return
+        }
+        var incoming: [IncomingSyncChange] = []
+        var versions: [String: Int64] = [:]
+        for change in lost {
+            var forgetting = state
+            forgetting.items[change.id.hexString] = nil  // the server's copy replaces what this device sent
+            if let taken = try take(change, state: forgetting) {
+                incoming.append(taken)
+                versions[change.id.hexString] = change.deleted ? -1 : change.version
+            }
+        }
+        var next = state
+        let applied = try file.applySync(incoming) { result throws(KeychainError) in
+            Self.track(result, versions: versions, in: &next)
+            return try next.encoded()
+        }
+        state = next
+        totals.received += applied.written
+        totals.deleted += applied.deleted
+    }
+}
+
+/// The recovery key: 32 random bytes shown to the user once, from which a signing and an agreement key pair
+/// derive (so it can approve itself as a device after every device is lost, and receive the item keys).
+struct RecoveryKey {
+    let signing: P256.Signing.PrivateKey
+    let agreement: Curve25519.KeyAgreement.PrivateKey
+    let display: SecretBytes
+
+    init(seed: SymmetricKey) {
+        func derive(_ label: String) -> Data {
+            HKDF<SHA256>.deriveKey(inputKeyMaterial: seed, info: Data("keychain-sync-recovery-\(label)".utf8),
+                                   outputByteCount: 32).withUnsafeBytes { Data($0) }
+        }
+        // A P-256 scalar from 32 uniform bytes is valid but for a negligible chance; derive again if not.
+        var material = derive("signing")
+        var signing = try? P256.Signing.PrivateKey(rawRepresentation: material)
+        while signing == nil {
+            material = Data(SHA256.hash(data: material))
+            signing = try? P256.Signing.PrivateKey(rawRepresentation: material)
+        }
+        self.signing = signing!
+        agreement = try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: derive("agreement"))
+        // Eight groups of eight hex digits: typed by a person, checked by its own keys on use.
+        let hex = seed.withUnsafeBytes { Data($0) }.hexString
+        var groups: [String] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 8)
+            groups.append(String(hex[index..<next]))
+            index = next
+        }
+        display = SecretBytes(utf8: groups.joined(separator: "-"))
+    }
+}
+
+extension UUID {
+    var data: Data { withUnsafeBytes(of: uuid) { Data($0) } }
+
+    init?(data: Data) {
+        guard data.count == 16 else { return nil }
+        let u = Array(data)
+        self.init(uuid: (u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+                         u[14], u[15]))
+    }
+
+    init?(hexString: String) {
+        guard let data = Data(hex: hexString) else { return nil }
+        self.init(data: data)
+    }
+}

@@ -1,0 +1,62 @@
+import Crypto
+import Foundation
+import KeychainCore
+import KeychainSyncProtocol
+
+/// A keychain's sync state on this device, kept in the keychain itself (``KeychainFile/syncState()``: an item
+/// of keychaind's own group, sealed under the keychain's keys like every item). JSON inside that sealed item.
+struct SyncState: Codable, Sendable {
+    /// What this device knows of one synchronizable item on the server.
+    struct Tracked: Codable, Sendable, Equatable {
+        /// The server's version of the item this device last sent or took.
+        var version: Int64
+        /// The item's generation here when it was sent or taken: another generation means it changed here since.
+        var generation: Int64
+    }
+
+    var server: String
+    var account: Data
+    var device: Data
+    /// P-256 signing key (raw scalar) and X25519 key-agreement key (raw): this device's, never leaving it.
+    var signingKey: Data
+    var agreementKey: Data
+    var epoch: Int32
+    /// The account's item key of each epoch this device holds.
+    var epochKeys: [Int32: Data]
+    /// The server's change number this device has taken everything up to.
+    var cursor: Int64
+    /// By item id (hex).
+    var items: [String: Tracked]
+    /// The device log as this device last verified it.
+    var log: [SignedLogEntry]
+    var lastSync: Double?
+
+    static func decode(_ secret: SecretBytes) throws(KeychainError) -> SyncState {
+        do {
+            return try secret.withUnsafeBytes { try JSONDecoder().decode(SyncState.self, from: Data($0)) }
+        } catch {
+            throw KeychainError.decode("the keychain's sync state is damaged")
+        }
+    }
+
+    func encoded() throws(KeychainError) -> SecretBytes {
+        guard var bytes = try? Array(JSONEncoder().encode(self)) else {
+            throw KeychainError(.internalComponent, "the sync state cannot be written")
+        }
+        return SecretBytes(consuming: &bytes)
+    }
+
+    func signing() throws(KeychainError) -> P256.Signing.PrivateKey {
+        guard let key = try? P256.Signing.PrivateKey(rawRepresentation: signingKey) else {
+            throw KeychainError.decode("the device's signing key is damaged")
+        }
+        return key
+    }
+
+    func epochKey(_ epoch: Int32) -> SymmetricKey? { epochKeys[epoch].map { SymmetricKey(data: $0) } }
+
+    func report(recoveryKey: SecretBytes? = nil) -> SyncReport {
+        SyncReport(server: server, account: account.hexString, device: device.hexString, epoch: Int(epoch),
+                   items: items.count, lastSync: lastSync, recoveryKey: recoveryKey)
+    }
+}

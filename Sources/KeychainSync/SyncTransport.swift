@@ -1,0 +1,86 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import KeychainCore
+import KeychainSyncProtocol
+import NIOCore
+import NIOHTTP1
+
+/// Requests to the sync server, each signed by this device (docs/SYNC-PROTOCOL.md). Blocking: keychaind runs a
+/// round on its own thread, holding no lock of the keychain while it waits for the network.
+struct SyncTransport {
+    let server: URL
+    let device: Data
+    let key: P256.Signing.PrivateKey
+
+    /// One client for keychaind's lifetime. An unreachable server fails after the connect timeout, not after the
+    /// request's whole deadline of retries.
+    static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
+        configuration.redirectConfiguration = .disallow  // a signed request goes to the server it was signed for
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    struct Reply {
+        var status: Int
+        var body: Data
+    }
+
+    /// The server's base URL from what the user typed: https, or http to this machine only (a server on loopback
+    /// during tests or behind a local TLS proxy); the keychain's contents are end-to-end encrypted either way, but
+    /// request metadata is not.
+    static func serverURL(_ text: String) throws(KeychainError) -> URL {
+        guard let url = URL(string: text.hasSuffix("/") ? String(text.dropLast()) : text),
+              let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
+              url.query == nil, url.fragment == nil
+        else { throw .param("the sync server must be an https:// URL") }
+        let loopback = ["localhost", "127.0.0.1", "::1", "[::1]"].contains(host.lowercased())
+        guard scheme == "https" || (scheme == "http" && loopback) else {
+            throw .param("the sync server must be an https:// URL (http:// only on this machine)")
+        }
+        return url
+    }
+
+    func send(_ method: HTTPMethod, _ path: String, body: Data? = nil) throws(KeychainError) -> Reply {
+        let payload = body ?? Data()
+        let target = server.path + path
+        let signature: RequestSignature
+        do {
+            signature = try RequestSignature.sign(method: method.rawValue, target: target, body: payload,
+                                                  device: device, key: key)
+        } catch {
+            throw KeychainError(.internalComponent, "the request cannot be signed")
+        }
+        do {
+            var request = try HTTPClient.Request(url: server.absoluteString + path, method: method)
+            request.headers.add(name: "Authorization", value: signature.headerValue)
+            if let body {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(body)
+            }
+            let response = try Self.client.execute(request: request, deadline: .now() + .seconds(60)).wait()
+            let bytes = response.body.map { Data($0.readableBytesView) } ?? Data()
+            return Reply(status: Int(response.status.code), body: bytes)
+        } catch {
+            throw KeychainError(.networkFailure, "the sync server \(server.absoluteString) cannot be reached (\(error))")
+        }
+    }
+
+    /// The reply decoded as `T` when its status is `expected`; otherwise an error with the server's reason.
+    static func decode<T: Decodable>(_ type: T.Type, _ reply: Reply) throws(KeychainError) -> T {
+        guard let value = try? JSONDecoder().decode(T.self, from: reply.body) else {
+            throw KeychainError.decode("the sync server sent a malformed \(T.self)")
+        }
+        return value
+    }
+
+    static func failure(_ reply: Reply, doing what: String) -> KeychainError {
+        let reason = (try? JSONDecoder().decode(SyncErrorBody.self, from: reply.body))?.reason ?? "HTTP \(reply.status)"
+        switch reply.status {
+        case 401, 403: return KeychainError(.authFailed, "the sync server refused to \(what): \(reason)")
+        case 404: return KeychainError(.itemNotFound, "the sync server does not know this account: \(reason)")
+        default: return KeychainError(.serviceNotAvailable, "the sync server could not \(what): \(reason)")
+        }
+    }
+}

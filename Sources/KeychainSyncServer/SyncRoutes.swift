@@ -1,0 +1,215 @@
+import Crypto
+import Foundation
+import Hummingbird
+import KeychainSyncProtocol
+import Logging
+import NIOCore
+
+/// The HTTP API (docs/SYNC-PROTOCOL.md). Every `/v1` request is signed by a device; bad input is a 4xx with a reason
+/// and changes nothing.
+struct SyncRoutes: Sendable {
+    let store: SyncStore
+    let clock: @Sendable () -> Date
+    /// The largest request body: one item's ciphertext with its JSON and base64 around it.
+    static let maxBody = SyncLimits.maxCiphertext * 4 / 3 + 4096
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.get("/health") { _, _ in
+            do {
+                try await store.ping()
+                return Self.text(.ok, "ok\n")
+            } catch {
+                return Self.text(.serviceUnavailable, "database unavailable\n")
+            }
+        }
+        router.post("/v1/accounts") { request, context in
+            await Self.answer(context.logger) { try await createAccount(request) }
+        }
+        router.get("/v1/accounts/:account/changes") { request, context in
+            await Self.answer(context.logger) { try await changes(request, context) }
+        }
+        router.get("/v1/accounts/:account/devices") { request, context in
+            await Self.answer(context.logger) { try await devices(request, context) }
+        }
+        router.put("/v1/accounts/:account/items/:item") { request, context in
+            await Self.answer(context.logger) { try await writeItem(request, context) }
+        }
+        router.delete("/v1/accounts/:account/items/:item") { request, context in
+            await Self.answer(context.logger) { try await deleteItem(request, context) }
+        }
+    }
+
+    // MARK: Handlers
+
+    private func createAccount(_ request: Request) async throws -> Response {
+        let body = try await Self.body(of: request)
+        let creation = try Self.decode(AccountCreation.self, body)
+        guard creation.account.count == SyncLimits.idLength, creation.device.id.count == SyncLimits.idLength,
+              (try? P256.Signing.PublicKey(x963Representation: creation.device.signingKey)) != nil,
+              creation.device.agreementKey.count == 32
+        else { throw Refusal(.badRequest, "malformed account or device") }
+        guard let genesis = DeviceLogEntry(encoded: creation.genesis.entry), genesis.kind == .genesis,
+              genesis.seq == 0, genesis.previous == Data(count: 32), genesis.account == creation.account,
+              genesis.device == creation.device, creation.genesis.signer == creation.device.id,
+              creation.genesis.isSigned(by: creation.device.signingKey)
+        else { throw Refusal(.badRequest, "the device log's first entry is not the device's own, signed") }
+        // The request itself must be signed by the device it registers: proof that the caller holds its key.
+        let signature = try signature(of: request, account: creation.account)
+        guard signature.device == creation.device.id,
+              signature.isValid(method: "POST", target: Self.target(request), body: Data(body.readableBytesView),
+                                publicKey: creation.device.signingKey)
+        else { throw Refusal(.unauthorized, "the request is not signed by the device it registers") }
+        guard try await store.useNonce(account: creation.account, nonce: signature.nonce,
+                                       expires: clock().addingTimeInterval(Double(2 * SyncLimits.signatureWindow)))
+        else { throw Refusal(.unauthorized, "the request was replayed") }
+        switch try await store.createAccount(creation) {
+        case .created: return Self.json(.created, SyncErrorBody(reason: "created"))
+        case .exists: throw Refusal(.conflict, "the account exists")
+        }
+    }
+
+    private func changes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try Self.id(context, "account")
+        try await authenticate(request, account: account, body: ByteBuffer())
+        let query = request.uri.queryParameters
+        guard let after = query["after"].map({ Int64(String($0)) }) ?? 0, after >= 0 else {
+            throw Refusal(.badRequest, "after must be a change number")
+        }
+        guard let limit = query["limit"].map({ Int(String($0)) }) ?? SyncLimits.maxPage,
+              (1...SyncLimits.maxPage).contains(limit)
+        else { throw Refusal(.badRequest, "limit must be 1 to \(SyncLimits.maxPage)") }
+        switch try await store.changes(account: account, after: after, limit: limit) {
+        case .page(let page): return Self.json(.ok, page)
+        case .resync: throw Refusal(.gone, "tombstones after \(after) were forgotten: sync again from 0")
+        case .noAccount: throw Refusal(.notFound, "no such account")
+        }
+    }
+
+    private func devices(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try Self.id(context, "account")
+        try await authenticate(request, account: account, body: ByteBuffer())
+        return Self.json(.ok, try await store.deviceLog(account: account))
+    }
+
+    private func writeItem(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try Self.id(context, "account")
+        let item = try Self.id(context, "item")
+        let body = try await Self.body(of: request)
+        try await authenticate(request, account: account, body: body)
+        let write = try Self.decode(ItemWrite.self, body)
+        guard write.base >= 0, write.epoch >= 1 else { throw Refusal(.badRequest, "base and epoch out of range") }
+        guard write.ciphertext.count <= SyncLimits.maxCiphertext, write.ciphertext.count >= 512 + 28 else {
+            throw Refusal(.contentTooLarge, "an item's ciphertext is 540 bytes to \(SyncLimits.maxCiphertext)")
+        }
+        return try Self.outcome(await store.write(account: account, id: item, base: write.base, epoch: write.epoch,
+                                                  ciphertext: write.ciphertext))
+    }
+
+    private func deleteItem(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try Self.id(context, "account")
+        let item = try Self.id(context, "item")
+        try await authenticate(request, account: account, body: ByteBuffer())
+        let query = request.uri.queryParameters
+        guard let base = query["base"].flatMap({ Int64(String($0)) }), base >= 1,
+              let epoch = query["epoch"].flatMap({ Int32(String($0)) }), epoch >= 1
+        else { throw Refusal(.badRequest, "base and epoch are required") }
+        return try Self.outcome(await store.write(account: account, id: item, base: base, epoch: epoch,
+                                                  ciphertext: nil))
+    }
+
+    // MARK: Signatures
+
+    private func signature(of request: Request, account: Data) throws -> RequestSignature {
+        guard let header = request.headers[.authorization], let signature = RequestSignature(header: header) else {
+            throw Refusal(.unauthorized, "the request is not signed")
+        }
+        let now = Int64(clock().timeIntervalSince1970)
+        guard abs(signature.time - now) <= SyncLimits.signatureWindow else {
+            throw Refusal(.unauthorized, "the request's time is too far from the server's")
+        }
+        return signature
+    }
+
+    /// Checks the request's signature, time and nonce against a device of the account that is not revoked.
+    private func authenticate(_ request: Request, account: Data, body: ByteBuffer) async throws {
+        let signature = try signature(of: request, account: account)
+        guard let device = try await store.device(account: account, id: signature.device) else {
+            throw Refusal(.unauthorized, "no such device in this account")
+        }
+        guard !device.revoked else { throw Refusal(.forbidden, "this device was removed from the account") }
+        guard signature.isValid(method: request.method.rawValue, target: Self.target(request),
+                                body: Data(body.readableBytesView), publicKey: device.signingKey)
+        else { throw Refusal(.unauthorized, "the signature does not match") }
+        guard try await store.useNonce(account: account, nonce: signature.nonce,
+                                       expires: clock().addingTimeInterval(Double(2 * SyncLimits.signatureWindow)))
+        else { throw Refusal(.unauthorized, "the request was replayed") }
+    }
+
+    // MARK: Plumbing
+
+    struct Refusal: Error {
+        let status: HTTPResponse.Status
+        let reason: String
+        init(_ status: HTTPResponse.Status, _ reason: String) {
+            self.status = status
+            self.reason = reason
+        }
+    }
+
+    static func target(_ request: Request) -> String { request.uri.description }
+
+    static func id(_ context: BasicRequestContext, _ name: String) throws -> Data {
+        guard let text = context.parameters.get(name), text.count == 2 * SyncLimits.idLength,
+              let id = Data(hex: text)
+        else { throw Refusal(.badRequest, "\(name) must be \(SyncLimits.idLength) bytes in hex") }
+        return id
+    }
+
+    static func body(of request: Request) async throws -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: maxBody)
+        } catch {
+            throw Refusal(.contentTooLarge, "the request is larger than \(maxBody) bytes")
+        }
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ body: ByteBuffer) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(body.readableBytesView))
+        } catch {
+            throw Refusal(.badRequest, "the body is not a valid \(T.self)")
+        }
+    }
+
+    static func outcome(_ outcome: SyncStore.WriteOutcome) throws -> Response {
+        switch outcome {
+        case .accepted(let accepted): return json(.ok, accepted)
+        case .conflict(let current):
+            return json(.conflict, WriteConflict(reason: "the item changed on the server", current: current))
+        case .accountFull: throw Refusal(.init(code: 507, reasonPhrase: "Insufficient Storage"), "the account holds \(SyncLimits.maxItemsPerAccount) items")
+        case .noAccount: throw Refusal(.notFound, "no such account")
+        }
+    }
+
+    static func answer(_ logger: Logger, _ handler: () async throws -> Response) async -> Response {
+        do {
+            return try await handler()
+        } catch let refusal as Refusal {
+            return json(refusal.status, SyncErrorBody(reason: refusal.reason))
+        } catch {
+            logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            return json(.internalServerError, SyncErrorBody(reason: "the server failed; try again"))
+        }
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ value: some Encodable) -> Response {
+        let data = (try? JSONEncoder().encode(value)) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func text(_ status: HTTPResponse.Status, _ text: String) -> Response {
+        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import KeychainSyncProtocol
+import Logging
+import PostgresNIO
+
+/// The server's state in PostgreSQL. Every write to an account runs in one transaction that first locks the account's
+/// row, so the account's change counter (`seq`) is handed out and committed in order: a device that has read up to
+/// seq N never misses a change numbered N or lower, whichever instance wrote it.
+struct SyncStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    /// Tombstones older than this are forgotten.
+    let tombstoneHorizon: Int64
+
+    enum WriteOutcome: Sendable, Equatable {
+        case accepted(WriteAccepted)
+        case conflict(ItemChange?)
+        case accountFull
+        case noAccount
+    }
+
+    enum CreateOutcome: Sendable { case created, exists }
+
+    func ping() async throws {
+        for try await _ in try await client.query("SELECT 1", logger: logger) {}
+    }
+
+    func createAccount(_ creation: AccountCreation) async throws -> CreateOutcome {
+        try await client.withTransaction(logger: logger) { db in
+            var inserted = false
+            for try await _ in try await db.query(
+                "INSERT INTO accounts (id) VALUES (\(creation.account)) ON CONFLICT DO NOTHING RETURNING id",
+                logger: logger) { inserted = true }
+            guard inserted else { return .exists }
+            let device = creation.device
+            try await db.query("""
+                INSERT INTO devices (account, id, signing_key, agreement_key)
+                VALUES (\(creation.account), \(device.id), \(device.signingKey), \(device.agreementKey))
+                """, logger: logger)
+            let genesis = creation.genesis
+            try await db.query("""
+                INSERT INTO device_log (account, seq, entry, signer, signature)
+                VALUES (\(creation.account), 0, \(genesis.entry), \(genesis.signer), \(genesis.signature))
+                """, logger: logger)
+            return .created
+        }
+    }
+
+    /// The device's public signing key and whether it was revoked; nil when the account has no such device.
+    func device(account: Data, id: Data) async throws -> (signingKey: Data, revoked: Bool)? {
+        let rows = try await client.query(
+            "SELECT signing_key, revoked FROM devices WHERE account = \(account) AND id = \(id)", logger: logger)
+        for try await (key, revoked) in rows.decode((Data, Bool).self) { return (key, revoked) }
+        return nil
+    }
+
+    /// Records a request's nonce; false when it was seen before (a replay).
+    func useNonce(account: Data, nonce: Data, expires: Date) async throws -> Bool {
+        if Int.random(in: 0..<64) == 0 {
+            try await client.query("DELETE FROM nonces WHERE expires < now()", logger: logger)
+        }
+        var fresh = false
+        for try await _ in try await client.query("""
+            INSERT INTO nonces (account, nonce, expires) VALUES (\(account), \(nonce), \(expires))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """, logger: logger) { fresh = true }
+        return fresh
+    }
+
+    enum ChangesOutcome: Sendable { case page(ChangePage), resync, noAccount }
+
+    func changes(account: Data, after: Int64, limit: Int) async throws -> ChangesOutcome {
+        var purged: Int64?
+        for try await value in try await client.query(
+            "SELECT purged_seq FROM accounts WHERE id = \(account)", logger: logger).decode(Int64.self) {
+            purged = value
+        }
+        guard let purged else { return .noAccount }
+        // Tombstones after `after` may have been forgotten: the device cannot know what was deleted.
+        if after > 0 && after < purged { return .resync }
+        var changes: [ItemChange] = []
+        let rows = try await client.query("""
+            SELECT id, epoch, version, seq, deleted, modified, ciphertext FROM items
+            WHERE account = \(account) AND seq > \(after) ORDER BY seq LIMIT \(limit + 1)
+            """, logger: logger)
+        for try await (id, epoch, version, seq, deleted, modified, ciphertext)
+            in rows.decode((Data, Int32, Int64, Int64, Bool, Date, Data?).self) {
+            changes.append(ItemChange(id: id, epoch: epoch, version: version, seq: seq, deleted: deleted,
+                                      modified: Int64(modified.timeIntervalSince1970 * 1000), ciphertext: ciphertext))
+        }
+        let more = changes.count > limit
+        if more { changes.removeLast() }
+        return .page(ChangePage(changes: changes, last: changes.last?.seq ?? after, more: more,
+                                horizonSeconds: tombstoneHorizon))
+    }
+
+    /// Writes a new version of an item (ciphertext) or its tombstone (nil), if the item's current version is `base`
+    /// (0 when the server has none): compare-and-swap, so the first writer wins and the loser gets the current row.
+    func write(account: Data, id: Data, base: Int64, epoch: Int32, ciphertext: Data?) async throws -> WriteOutcome {
+        try await client.withTransaction(logger: logger) { db in
+            var locked: (seq: Int64, count: Int32)?
+            for try await row in try await db.query(
+                "SELECT last_seq, item_count FROM accounts WHERE id = \(account) FOR UPDATE",
+                logger: logger).decode((Int64, Int32).self) { locked = row }
+            guard let locked else { return .noAccount }
+            var current: ItemChange?
+            for try await (epoch, version, seq, deleted, modified, ciphertext) in try await db.query("""
+                SELECT epoch, version, seq, deleted, modified, ciphertext FROM items
+                WHERE account = \(account) AND id = \(id)
+                """, logger: logger).decode((Int32, Int64, Int64, Bool, Date, Data?).self) {
+                current = ItemChange(id: id, epoch: epoch, version: version, seq: seq, deleted: deleted,
+                                     modified: Int64(modified.timeIntervalSince1970 * 1000), ciphertext: ciphertext)
+            }
+            guard (current?.version ?? 0) == base else { return .conflict(current) }
+            if current == nil {
+                guard ciphertext != nil else { return .conflict(nil) }  // nothing to delete
+                guard locked.count < SyncLimits.maxItemsPerAccount else { return .accountFull }
+            }
+            let seq = locked.seq + 1
+            let version = base + 1
+            let deleted = ciphertext == nil
+            try await db.query("""
+                INSERT INTO items (account, id, epoch, version, seq, deleted, modified, ciphertext)
+                VALUES (\(account), \(id), \(epoch), \(version), \(seq), \(deleted), now(), \(ciphertext))
+                ON CONFLICT (account, id) DO UPDATE SET epoch = EXCLUDED.epoch, version = EXCLUDED.version,
+                    seq = EXCLUDED.seq, deleted = EXCLUDED.deleted, modified = EXCLUDED.modified,
+                    ciphertext = EXCLUDED.ciphertext
+                """, logger: logger)
+            let added: Int32 = current == nil ? 1 : 0
+            try await db.query("""
+                UPDATE accounts SET last_seq = \(seq), item_count = item_count + \(added) WHERE id = \(account)
+                """, logger: logger)
+            if deleted { try await purgeTombstones(account: account, db: db) }
+            return .accepted(WriteAccepted(version: version, seq: seq))
+        }
+    }
+
+    /// Forgets the account's tombstones older than the horizon; a device whose cursor is older resyncs in full.
+    private func purgeTombstones(account: Data, db: PostgresConnection) async throws {
+        let horizon = Double(tombstoneHorizon)
+        var newest: Int64?
+        var count: Int32 = 0
+        for try await seq in try await db.query("""
+            DELETE FROM items WHERE account = \(account) AND deleted
+              AND modified < now() - make_interval(secs => \(horizon))
+            RETURNING seq
+            """, logger: logger).decode(Int64.self) {
+            newest = max(newest ?? 0, seq)
+            count += 1
+        }
+        guard let newest else { return }
+        try await db.query("""
+            UPDATE accounts SET purged_seq = GREATEST(purged_seq, \(newest)), item_count = item_count - \(count)
+            WHERE id = \(account)
+            """, logger: logger)
+    }
+
+    func deviceLog(account: Data) async throws -> DeviceLog {
+        var entries: [SignedLogEntry] = []
+        for try await (entry, signer, signature) in try await client.query(
+            "SELECT entry, signer, signature FROM device_log WHERE account = \(account) ORDER BY seq",
+            logger: logger).decode((Data, Data, Data).self) {
+            entries.append(SignedLogEntry(entry: entry, signer: signer, signature: signature))
+        }
+        return DeviceLog(entries: entries)
+    }
+}

@@ -1,0 +1,105 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import KeychainCore
+import KeychainInterface
+
+/// sync-setup, sync-now, sync-status and sync-leave (beyond macOS's `security`; docs/SYNC.md): a keychain's
+/// synchronizable items on the user's other devices, end-to-end encrypted, through a server the user runs.
+struct SyncCommands {
+    let session: Session
+
+    /// `sync-setup --server URL [-k keychain]`: a new sync account with this device as its first.
+    func setUp(_ arguments: [String]) throws(CommandError) -> Int32 {
+        let (server, keychainName) = try Self.options(arguments, server: true)
+        guard let server else { throw .usage }
+        return try run(.setUp(server: server), keychainName, api: "sync-setup") { report in
+            Terminal.writeOut("This keychain now syncs with \(report.server) (account \(report.account), "
+                              + "this device \(report.device)).\n")
+            if let key = report.recoveryKey, let text = key.unprotectedString() {
+                Terminal.writeOut("""
+                    Recovery key (shown once; keep it offline: it restores the account if every device is lost):
+                      \(text)
+
+                    """)
+            }
+            Self.writeRound(report)
+        }
+    }
+
+    /// `sync-now [-k keychain]`: one round now.
+    func now(_ arguments: [String]) throws(CommandError) -> Int32 {
+        let (_, keychainName) = try Self.options(arguments, server: false)
+        return try run(.now, keychainName, api: "sync-now") { Self.writeRound($0) }
+    }
+
+    /// `sync-status [-k keychain]`.
+    func status(_ arguments: [String]) throws(CommandError) -> Int32 {
+        let (_, keychainName) = try Self.options(arguments, server: false)
+        return try run(.status, keychainName, api: "sync-status") { report in
+            Terminal.writeOut("""
+                server:   \(report.server)
+                account:  \(report.account)
+                device:   \(report.device)
+                epoch:    \(report.epoch)
+                items:    \(report.items)
+                last:     \(report.lastSync.map { Self.time($0) } ?? "never")
+
+                """)
+        }
+    }
+
+    /// `sync-leave [-k keychain]`: this device stops syncing the keychain; its items stay here.
+    func leave(_ arguments: [String]) throws(CommandError) -> Int32 {
+        let (_, keychainName) = try Self.options(arguments, server: false)
+        return try run(.leave, keychainName, api: "sync-leave") { report in
+            Terminal.writeOut("This keychain no longer syncs with \(report.server); its items stay here.\n")
+        }
+    }
+
+    private func run(_ request: SyncRequest, _ keychainName: String?, api: String,
+                     show: (SyncReport) -> Void) throws(CommandError) -> Int32 {
+        do throws(KeychainError) {
+            let keychain = try session.keychain(keychainName)
+            show(try session.service.sync(request, keychain: keychain))
+        } catch {
+            // Apple's status line, then why (a command of our own: the reason is what the user needs to act on).
+            Terminal.writeError("security: \(api): \(error.status.message)\n")
+            let prefix = error.status.message + " ("
+            if error.message.hasPrefix(prefix), error.message.hasSuffix(")") {
+                Terminal.writeError("  \(error.message.dropFirst(prefix.count).dropLast())\n")
+            }
+            return error.status.exitCode
+        }
+        return 0
+    }
+
+    private static func options(_ arguments: [String], server allowed: Bool) throws(CommandError)
+        -> (server: String?, keychain: String?)
+    {
+        var server: String?, keychain: String?
+        var args = arguments[...]
+        while let argument = args.popFirst() {
+            switch argument {
+            case "--server" where allowed: guard let value = args.popFirst() else { throw .usage }; server = value
+            case "-k": guard let value = args.popFirst() else { throw .usage }; keychain = value
+            default:
+                if allowed, argument.hasPrefix("--server=") { server = String(argument.dropFirst(9)) } else { throw .usage }
+            }
+        }
+        return (server, keychain)
+    }
+
+    private static func writeRound(_ report: SyncReport) {
+        var line = "Synced: sent \(report.sent), received \(report.received), deleted here \(report.deleted)"
+        if report.conflicts > 0 { line += ", \(report.conflicts) taken from the server (changed there first)" }
+        Terminal.writeOut(line + "; \(report.items) items in sync.\n")
+    }
+
+    private static func time(_ seconds: Double) -> String {
+        let date = Date(timeIntervalSince1970: seconds)
+        return date.formatted(.iso8601)
+    }
+}
