@@ -19,7 +19,8 @@ public final class SyncEngine: KeychainSyncing {
         self.logger = logger
     }
 
-    public func perform(_ request: SyncRequest, on file: KeychainFile) throws(KeychainError) -> SyncReport {
+    public func perform(_ request: SyncRequest, on file: KeychainFile,
+                        confirm: (String) -> ConfirmationResponse) throws(KeychainError) -> SyncReport {
         let path = file.url.path
         guard rounds.withLock({ $0.insert(path).inserted }) else {
             throw KeychainError(.interactionNotAllowed, "a sync of this keychain is already running")
@@ -28,8 +29,11 @@ public final class SyncEngine: KeychainSyncing {
         switch request {
         case .setUp(let server): return try setUp(server: server, file: file)
         case .now:
-            return try round(file: file, state: try state(of: file))
+            return try round(file: file, state: try member(of: file))
         case .status: return try state(of: file).report()
+        case .join(let server): return try join(server: server, file: file)
+        case .joinStatus: return try joinStatus(file: file)
+        case .approve(let code): return try approve(code: code, file: file, confirm: confirm)
         case .leave:
             let report = try state(of: file).report()
             try file.removeSyncState()
@@ -37,7 +41,17 @@ public final class SyncEngine: KeychainSyncing {
         }
     }
 
-    private func state(of file: KeychainFile) throws(KeychainError) -> SyncState {
+    /// The state of a keychain that is a device of an account (not one still joining).
+    func member(of file: KeychainFile) throws(KeychainError) -> SyncState {
+        let state = try state(of: file)
+        guard state.joinCode == nil else {
+            throw KeychainError(.interactionNotAllowed,
+                                "this device is still joining: approve it on a device that syncs (security sync-approve \(state.joinCode ?? ""))")
+        }
+        return state
+    }
+
+    func state(of file: KeychainFile) throws(KeychainError) -> SyncState {
         guard let secret = try file.syncState() else {
             throw KeychainError(.itemNotFound, "this keychain does not sync (security sync-setup --server URL)")
         }
@@ -80,7 +94,7 @@ public final class SyncEngine: KeychainSyncing {
             server: server.absoluteString, account: account, device: device,
             signingKey: signing.rawRepresentation, agreementKey: agreement.rawRepresentation, epoch: 1,
             epochKeys: [1: SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }], cursor: 0, items: [:],
-            log: [genesis], lastSync: nil)
+            log: [genesis], lastSync: nil, joinCode: nil)
         try file.saveSyncState(state.encoded())
         logger.info("sync.account.created", metadata: ["server": "\(server.absoluteString)"])
         var report = try round(file: file, state: state)
@@ -94,10 +108,14 @@ public final class SyncEngine: KeychainSyncing {
 
     /// Takes every change the server has after this device's cursor, then sends what changed here. What one step
     /// took is stored with the state in one transaction, so a round cut short at any point resumes correctly.
-    private func round(file: KeychainFile, state start: SyncState) throws(KeychainError) -> SyncReport {
+    func round(file: KeychainFile, state start: SyncState) throws(KeychainError) -> SyncReport {
         var state = start
-        let transport = SyncTransport(server: try SyncTransport.serverURL(state.server), device: state.device,
-                                      key: try state.signing())
+        let transport = try SyncTransport(state)
+        // The device log first: it must extend what this device verified, and still hold this device.
+        let log = try verifiedLog(state: &state, transport: transport)
+        guard log.devices[state.device] != nil else {
+            throw KeychainError(.authFailed, "this device was removed from the sync account")
+        }
         var totals = SyncReport(server: state.server, account: state.account.hexString,
                                 device: state.device.hexString, epoch: Int(state.epoch))
         try pull(file: file, state: &state, transport: transport, totals: &totals)
@@ -106,6 +124,7 @@ public final class SyncEngine: KeychainSyncing {
         try file.saveSyncState(state.encoded())
         totals.items = state.items.count
         totals.lastSync = state.lastSync
+        totals.devices = log.devices.count
         return totals
     }
 

@@ -30,6 +30,23 @@ struct SyncState: Codable, Sendable {
     /// The device log as this device last verified it.
     var log: [SignedLogEntry]
     var lastSync: Double?
+    /// While joining: the code the server gave; the account is unknown until a trusted device claims the join.
+    var joinCode: String?
+
+    var record: DeviceRecord? {
+        guard let signing = try? P256.Signing.PrivateKey(rawRepresentation: signingKey),
+              let agreement = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: agreementKey)
+        else { return nil }
+        return DeviceRecord(id: device, signingKey: signing.publicKey.x963Representation,
+                            agreementKey: agreement.publicKey.rawRepresentation)
+    }
+
+    func agreement() throws(KeychainError) -> Curve25519.KeyAgreement.PrivateKey {
+        guard let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: agreementKey) else {
+            throw KeychainError.decode("the device's agreement key is damaged")
+        }
+        return key
+    }
 
     static func decode(_ secret: SecretBytes) throws(KeychainError) -> SyncState {
         do {
@@ -56,7 +73,10 @@ struct SyncState: Codable, Sendable {
     func epochKey(_ epoch: Int32) -> SymmetricKey? { epochKeys[epoch].map { SymmetricKey(data: $0) } }
 
     func report(recoveryKey: SecretBytes? = nil) -> SyncReport {
-        SyncReport(server: server, account: account.hexString, device: device.hexString, epoch: Int(epoch),
-                   items: items.count, lastSync: lastSync, recoveryKey: recoveryKey)
+        var report = SyncReport(server: server, account: account.hexString, device: device.hexString,
+                                epoch: Int(epoch), items: items.count, lastSync: lastSync, recoveryKey: recoveryKey)
+        report.joinCode = joinCode
+        report.devices = (try? VerifiedDeviceLog(log, account: account))?.devices.count ?? 0
+        return report
     }
 }

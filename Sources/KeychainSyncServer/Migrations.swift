@@ -61,6 +61,30 @@ enum Migrations {
             """,
             "CREATE INDEX nonces_by_expiry ON nonces (expires)",
         ]),
+        (2, [
+            """
+            CREATE TABLE joins (
+                code text PRIMARY KEY,
+                device_id bytea NOT NULL,
+                signing_key bytea NOT NULL,
+                agreement_key bytea NOT NULL,
+                expires timestamptz NOT NULL,
+                account bytea REFERENCES accounts (id) ON DELETE CASCADE,
+                claim bytea,
+                approved boolean NOT NULL DEFAULT false
+            )
+            """,
+            "CREATE INDEX joins_by_expiry ON joins (expires)",
+            """
+            CREATE TABLE key_shares (
+                account bytea NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+                device bytea NOT NULL,
+                epoch integer NOT NULL,
+                share bytea NOT NULL,
+                PRIMARY KEY (account, device, epoch)
+            )
+            """,
+        ]),
     ]
 
     /// Brings the database to the newest schema; returns the versions applied now.

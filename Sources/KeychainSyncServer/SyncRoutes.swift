@@ -37,6 +37,119 @@ struct SyncRoutes: Sendable {
         router.delete("/v1/accounts/:account/items/:item") { request, context in
             await Self.answer(context.logger) { try await deleteItem(request, context) }
         }
+        router.post("/v1/accounts/:account/devices") { request, context in
+            await Self.answer(context.logger) { try await addToLog(request, context) }
+        }
+        router.get("/v1/accounts/:account/shares") { request, context in
+            await Self.answer(context.logger) { try await shares(request, context) }
+        }
+        router.post("/v1/joins") { request, context in
+            await Self.answer(context.logger) { try await createJoin(request) }
+        }
+        router.get("/v1/joins/:code") { request, context in
+            await Self.answer(context.logger) { try await joinStatus(request, context) }
+        }
+        router.post("/v1/joins/:code/claim") { request, context in
+            await Self.answer(context.logger) { try await claimJoin(request, context) }
+        }
+    }
+
+    // MARK: Devices
+
+    private func createJoin(_ request: Request) async throws -> Response {
+        let body = try await Self.body(of: request)
+        let join = try Self.decode(JoinRequest.self, body)
+        guard join.device.id.count == SyncLimits.idLength,
+              (try? P256.Signing.PublicKey(x963Representation: join.device.signingKey)) != nil,
+              join.device.agreementKey.count == 32
+        else { throw Refusal(.badRequest, "malformed device") }
+        // Signed by the key it registers; its nonces are kept under the device's id.
+        let signature = try signature(of: request, account: join.device.id)
+        guard signature.device == join.device.id,
+              signature.isValid(method: "POST", target: Self.target(request), body: Data(body.readableBytesView),
+                                publicKey: join.device.signingKey)
+        else { throw Refusal(.unauthorized, "the request is not signed by the device that asks to join") }
+        try await useNonce(signature, scope: join.device.id)
+        switch try await store.createJoin(join, now: clock()) {
+        case .ticket(let ticket): return Self.json(.created, ticket)
+        case .full: throw Refusal(.serviceUnavailable, "too many devices are waiting to join; try again later")
+        }
+    }
+
+    private func joinStatus(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let code = try Self.code(context)
+        guard let join = try await store.join(code) else { throw Refusal(.notFound, "no such join code") }
+        guard !join.expired || join.approved else { throw Refusal(.gone, "the join code expired") }
+        // Only the device that asked to join may read its status (signed with its key).
+        let signature = try signature(of: request, account: join.device.id)
+        guard signature.device == join.device.id,
+              signature.isValid(method: "GET", target: Self.target(request), body: Data(),
+                                publicKey: join.device.signingKey)
+        else { throw Refusal(.unauthorized, "only the joining device reads its join") }
+        try await useNonce(signature, scope: join.device.id)
+        let claim = join.claim.flatMap { try? JSONDecoder().decode(JoinClaim.self, from: $0) }
+        return Self.json(.ok, JoinStatus(device: join.device, claim: claim, approved: join.approved))
+    }
+
+    private func claimJoin(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let code = try Self.code(context)
+        let body = try await Self.body(of: request)
+        let claim = try Self.decode(JoinClaim.self, body)
+        guard claim.account.count == SyncLimits.idLength, claim.log.count <= 10_000 else {
+            throw Refusal(.badRequest, "malformed claim")
+        }
+        let device = try await authenticate(request, account: claim.account, body: body)
+        guard device.id == claim.approver else { throw Refusal(.badRequest, "the claim names another approver") }
+        switch try await store.claimJoin(code, account: claim.account, claim: Data(body.readableBytesView)) {
+        case .claimed(let joining): return Self.json(.ok, JoinStatus(device: joining, claim: claim, approved: false))
+        case .noJoin: throw Refusal(.notFound, "no such join code, or it expired")
+        case .takenByAnother: throw Refusal(.conflict, "another account claimed this join")
+        }
+    }
+
+    private func addToLog(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try Self.id(context, "account")
+        let body = try await Self.body(of: request)
+        let device = try await authenticate(request, account: account, body: body)
+        let addition = try Self.decode(DeviceAddition.self, body)
+        guard let entry = DeviceLogEntry(encoded: addition.entry.entry), entry.kind != .genesis,
+              entry.account == account, entry.device.id.count == SyncLimits.idLength,
+              (try? P256.Signing.PublicKey(x963Representation: entry.device.signingKey)) != nil,
+              entry.device.agreementKey.count == 32
+        else { throw Refusal(.badRequest, "not an entry that adds or removes a device of this account") }
+        guard addition.entry.signer == device.id, addition.entry.isSigned(by: device.signingKey) else {
+            throw Refusal(.badRequest, "the entry is not signed by the device that sends it")
+        }
+        guard addition.shares.count <= 1024,
+              addition.shares.allSatisfy({ $0.account == account && $0.signer == device.id && $0.ciphertext.count <= 256 })
+        else { throw Refusal(.badRequest, "malformed key shares") }
+        switch try await store.appendToLog(account: account, entry: entry, signed: addition.entry,
+                                           shares: addition.shares, join: addition.join) {
+        case .added: return Self.json(.created, SyncErrorBody(reason: "added"))
+        case .notNext: throw Refusal(.conflict, "the entry does not follow the device log's last entry")
+        case .known: throw Refusal(.conflict, "the device is in the account already")
+        case .badJoin: throw Refusal(.notFound, "no such join for this account and device, or it expired")
+        case .noAccount: throw Refusal(.notFound, "no such account")
+        }
+    }
+
+    private func shares(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try Self.id(context, "account")
+        let device = try await authenticate(request, account: account, body: ByteBuffer())
+        return Self.json(.ok, try await store.shares(account: account, device: device.id))
+    }
+
+    static func code(_ context: BasicRequestContext) throws -> String {
+        guard let code = context.parameters.get("code"), code.count == 10,
+              code.allSatisfy({ "0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains($0) })
+        else { throw Refusal(.badRequest, "a join code is ten characters") }
+        return code
+    }
+
+    private func useNonce(_ signature: RequestSignature, scope: Data) async throws {
+        guard try await store.useNonce(account: scope, nonce: signature.nonce,
+                                       expires: clock().addingTimeInterval(Double(2 * SyncLimits.signatureWindow)))
+        else { throw Refusal(.unauthorized, "the request was replayed") }
     }
 
     // MARK: Handlers
@@ -130,8 +243,12 @@ struct SyncRoutes: Sendable {
         return signature
     }
 
-    /// Checks the request's signature, time and nonce against a device of the account that is not revoked.
-    private func authenticate(_ request: Request, account: Data, body: ByteBuffer) async throws {
+    /// Checks the request's signature, time and nonce against a device of the account that is not revoked; that
+    /// device's id and signing key.
+    @discardableResult
+    private func authenticate(_ request: Request, account: Data, body: ByteBuffer) async throws
+        -> (id: Data, signingKey: Data)
+    {
         let signature = try signature(of: request, account: account)
         guard let device = try await store.device(account: account, id: signature.device) else {
             throw Refusal(.unauthorized, "no such device in this account")
@@ -140,9 +257,8 @@ struct SyncRoutes: Sendable {
         guard signature.isValid(method: request.method.rawValue, target: Self.target(request),
                                 body: Data(body.readableBytesView), publicKey: device.signingKey)
         else { throw Refusal(.unauthorized, "the signature does not match") }
-        guard try await store.useNonce(account: account, nonce: signature.nonce,
-                                       expires: clock().addingTimeInterval(Double(2 * SyncLimits.signatureWindow)))
-        else { throw Refusal(.unauthorized, "the request was replayed") }
+        try await useNonce(signature, scope: account)
+        return (signature.device, device.signingKey)
     }
 
     // MARK: Plumbing

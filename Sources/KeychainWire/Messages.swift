@@ -128,6 +128,9 @@ public enum Request: Sendable {
             case .now: w.byte(1)
             case .status: w.byte(2)
             case .leave: w.byte(3)
+            case .join(let server): w.byte(4); w.string(server)
+            case .joinStatus: w.byte(5)
+            case .approve(let code): w.byte(6); w.string(code)
             }
             w.reference(r)
         case .importSecrets(let request, let r):
@@ -207,6 +210,9 @@ public enum Request: Sendable {
             case 1: sync = .now
             case 2: sync = .status
             case 3: sync = .leave
+            case 4: sync = .join(server: try r.string())
+            case 5: sync = .joinStatus
+            case 6: sync = .approve(code: try r.string())
             default: throw .malformed("sync request")
             }
             request = .sync(sync, try r.reference())
@@ -312,6 +318,9 @@ public enum Response: Sendable {
             }
             w.bool(report.lastSync != nil); w.int(Int64((report.lastSync ?? 0) * 1000))
             w.optionalSecret(report.recoveryKey)
+            w.int(Int64(report.devices)); w.optionalString(report.joinCode); w.bool(report.joined)
+            w.int(Int64(report.words.count))
+            for word in report.words { w.string(word) }
         case .importReport(let report):
             w.byte(15)
             w.int(Int64(report.added.count))
@@ -408,10 +417,16 @@ public enum Response: Sendable {
             }
             let hasLast = try r.bool()
             let last = Double(try r.int()) / 1000
-            response = .syncReport(SyncReport(server: server, account: account, device: device, epoch: counts[0],
-                                              items: counts[1], sent: counts[2], received: counts[3],
-                                              deleted: counts[4], conflicts: counts[5], lastSync: hasLast ? last : nil,
-                                              recoveryKey: try r.optionalSecret()))
+            var report = SyncReport(server: server, account: account, device: device, epoch: counts[0],
+                                    items: counts[1], sent: counts[2], received: counts[3], deleted: counts[4],
+                                    conflicts: counts[5], lastSync: hasLast ? last : nil,
+                                    recoveryKey: try r.optionalSecret())
+            guard let devices = Int(exactly: try r.int()), devices >= 0 else { throw .malformed("sync report") }
+            report.devices = devices
+            report.joinCode = try r.optionalString()
+            report.joined = try r.bool()
+            for _ in 0..<(try r.elementCount()) { report.words.append(try r.string()) }
+            response = .syncReport(report)
         case 15:
             var report = ImportReport()
             for _ in 0..<(try r.elementCount()) {

@@ -38,7 +38,8 @@ struct WireTests {
                                         dryRun: true), work),
             .importSecrets(SecretImport(.gnomeKeyringFile(SecretBytes(utf8: "file"), password: SecretBytes(utf8: "pw"))), nil),
             .sync(.setUp(server: "https://sync.example.org"), work), .sync(.now, work), .sync(.status, work),
-            .sync(.leave, work),
+            .sync(.leave, work), .sync(.join(server: "https://s"), work), .sync(.joinStatus, work),
+            .sync(.approve(code: "ABCDE12345"), work),
         ]
         for request in requests {
             let bytes = try request.encode()
@@ -211,6 +212,14 @@ extension WireTests {
             SyncReport(server: "https://s", account: "aa", device: "bb", epoch: 2, items: 5, sent: 1, received: 2,
                        deleted: 3, conflicts: 4, lastSync: 1_790_000_000.25, recoveryKey: SecretBytes(utf8: "r-k")),
             SyncReport(server: "http://127.0.0.1:1", account: "", device: "", epoch: 1),
+            { () -> SyncReport in
+                var report = SyncReport(server: "https://s", account: "", device: "d", epoch: 0)
+                report.joinCode = "ABCDE12345"
+                report.words = ["acid", "acorn"]
+                report.joined = true
+                report.devices = 3
+                return report
+            }(),
         ] {
             guard case .syncReport(let decoded) = try Response.decode(Response.syncReport(report).encode()) else {
                 Issue.record("not a sync report")

@@ -158,14 +158,43 @@ final class SyncServerProcess: Sendable {
     }
 }
 
-/// One device: a home of its own with its own keychaind (started on demand by the first command).
+/// One device: a home of its own with its own keychaind (started on demand by the first command), which asks its
+/// questions through a scripted pinentry on a display of its own: it answers each CONFIRM with the next line of
+/// `answers` ("allow" when there is none) and notes every description it was shown in `asked`.
 struct Device {
     let home: URL
+    var answers: URL { home.appendingPathComponent("pinentry-answers") }
+    var asked: URL { home.appendingPathComponent("pinentry-asked") }
+    var pinentry: URL { home.appendingPathComponent("pinentry") }
 
     init(_ name: String) throws {
         home = URL(fileURLWithPath: "/tmp/kcdev-\(name)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: home.appendingPathComponent("run"), withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
+        try "".write(to: answers, atomically: true, encoding: .utf8)
+        try "".write(to: asked, atomically: true, encoding: .utf8)
+        try """
+            #!/bin/sh
+            echo "OK ready"
+            while IFS= read -r line; do
+              case "$line" in
+                SETDESC*) echo "$line" >> '\(asked.path)'; echo "OK" ;;
+                CONFIRM*)
+                  answer=$(head -n 1 '\(answers.path)'); sed -i 1d '\(answers.path)'
+                  case "${answer:-allow}" in allow) echo "OK" ;; *) echo "ERR 83886179 Operation cancelled" ;; esac ;;
+                GETPIN*) echo "ERR 83886179 Operation cancelled" ;;
+                BYE) echo "OK"; exit 0 ;;
+                *) echo "OK" ;;
+              esac
+            done
+            """.write(to: pinentry, atomically: true, encoding: .utf8)
+        chmod(pinentry.path, 0o755)
+    }
+
+    /// What the pinentry was asked to show, decoded (pinentry's %XX escapes).
+    var questions: String {
+        let text = (try? String(contentsOf: asked, encoding: .utf8)) ?? ""
+        return text.replacingOccurrences(of: "%0A", with: " ").replacingOccurrences(of: "%25", with: "%")
     }
 
     var environment: [String: String] {
@@ -176,8 +205,9 @@ struct Device {
         environment["XDG_CONFIG_HOME"] = home.appendingPathComponent("config").path
         environment["XDG_RUNTIME_DIR"] = home.appendingPathComponent("run").path
         environment["KEYCHAIN_BACKEND"] = "daemon"
-        environment["DISPLAY"] = nil
+        environment["DISPLAY"] = ":kc-sync-test"
         environment["WAYLAND_DISPLAY"] = nil
+        environment["PINENTRY_PROGRAM"] = pinentry.path
         return environment
     }
 

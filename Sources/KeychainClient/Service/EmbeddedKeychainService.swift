@@ -256,16 +256,17 @@ public final class EmbeddedKeychainService: KeychainService {
         let file: KeychainFile
         switch request {
         // Joining an account or leaving it is the owner's decision: the keychain password, as for a backup.
-        case .setUp: file = try ownersFile(keychain, doing: "sync")
+        case .setUp, .join: file = try ownersFile(keychain, doing: "sync")
+        case .approve: file = try ownersFile(keychain, doing: "let another device sync")
         case .leave: file = try ownersFile(keychain, doing: "stop syncing")
-        case .now, .status:
+        case .now, .status, .joinStatus:
             guard AccessEvaluator.mayActOnWholeKeychain(caller) else {
                 throw KeychainError(.authFailed, "only the keychain's own security command may sync a whole keychain")
             }
             file = try self.file(keychain)
         }
         return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
-            _ throws(KeychainError) in try syncing.perform(request, on: file)
+            _ throws(KeychainError) in try syncing.perform(request, on: file) { asker.confirm($0) }
         }
     }
 

@@ -6,5 +6,8 @@ import KeychainStorage
 public protocol KeychainSyncing: Sendable {
     /// Runs `request` on `file`. Called with no lock held; a locked keychain is reported by throwing (the caller's
     /// Asker unlocks it and calls again).
-    func perform(_ request: SyncRequest, on file: KeychainFile) throws(KeychainError) -> SyncReport
+    /// `confirm` asks the user a yes-or-no question where the asking program cannot answer it (keychaind's display,
+    /// or the login terminal); never called with a lock held.
+    func perform(_ request: SyncRequest, on file: KeychainFile,
+                 confirm: (String) -> ConfirmationResponse) throws(KeychainError) -> SyncReport
 }

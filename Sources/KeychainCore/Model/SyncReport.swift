@@ -8,6 +8,12 @@ public enum SyncRequest: Sendable, Equatable {
     case status
     /// Stop syncing this keychain on this device (its items stay; the account and the other devices go on).
     case leave
+    /// Ask to join an account as a new device: the server gives a code to type on a device that already syncs.
+    case join(server: String)
+    /// Where the join stands: waiting, claimed by a device (the confirmation words), or done (then a first round).
+    case joinStatus
+    /// On a device that syncs: let the device waiting with this code in, after the user compares the words.
+    case approve(code: String)
 }
 
 /// The state of a keychain's sync and what a round did.
@@ -29,6 +35,13 @@ public struct SyncReport: Sendable, Equatable {
     public var lastSync: Double?
     /// Only when the account was just made: shown once, never stored by the keychain or the server.
     public var recoveryKey: SecretBytes?
+    /// Devices of the account, as its verified device log says.
+    public var devices = 0
+    /// Joining: the code to type on a trusted device, the words both devices show once it is claimed, and whether
+    /// this device is in.
+    public var joinCode: String?
+    public var words: [String] = []
+    public var joined = false
 
     public init(server: String, account: String, device: String, epoch: Int, items: Int = 0, sent: Int = 0,
                 received: Int = 0, deleted: Int = 0, conflicts: Int = 0, lastSync: Double? = nil,

@@ -139,6 +139,14 @@ public final class SecurityProgram {
                 help: "Sync a keychain's synchronizable items through a sync server, as its first device.") {
             args throws(CommandError) in try SyncCommands(session: self.session).setUp(args)
         },
+        Command(name: "sync-join", usage: "[--server URL [--no-wait]] [-k keychain]",
+                help: "Ask to sync a keychain as a new device; wait until a device that syncs approves it.") {
+            args throws(CommandError) in try SyncCommands(session: self.session).join(args)
+        },
+        Command(name: "sync-approve", usage: "code [-k keychain]",
+                help: "Let a new device sync, after comparing the words both devices show.") {
+            args throws(CommandError) in try SyncCommands(session: self.session).approve(args)
+        },
         Command(name: "sync-now", usage: "[-k keychain]",
                 help: "Send and receive a keychain's synchronizable items now.") { args throws(CommandError) in
             try SyncCommands(session: self.session).now(args)

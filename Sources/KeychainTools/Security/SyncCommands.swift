@@ -6,6 +6,10 @@ import Foundation
 import KeychainCore
 import KeychainInterface
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// sync-setup, sync-now, sync-status and sync-leave (beyond macOS's `security`; docs/SYNC.md): a keychain's
 /// synchronizable items on the user's other devices, end-to-end encrypted, through a server the user runs.
 struct SyncCommands {
@@ -29,6 +33,65 @@ struct SyncCommands {
         }
     }
 
+    /// `sync-join --server URL [--no-wait] [-k keychain]`: ask to join an account as a new device; then wait
+    /// (unless `--no-wait`) until a device that syncs lets this one in. `sync-join` alone waits again.
+    func join(_ arguments: [String]) throws(CommandError) -> Int32 {
+        let noWait = arguments.contains("--no-wait")
+        let (server, keychainName) = try Self.options(arguments.filter { $0 != "--no-wait" }, server: true)
+        if let server {
+            let status = try run(.join(server: server), keychainName, api: "sync-join") { report in
+                if report.joined {
+                    Terminal.writeOut("This keychain already syncs with \(report.server).\n")
+                    return
+                }
+                Terminal.writeOut("""
+                    On a device that already syncs this keychain, run:
+                      security sync-approve \(report.joinCode ?? "?")
+                    then allow the new device there if it shows the same words as this one.
+
+                    """)
+            }
+            guard status == 0, !noWait else { return status }
+        }
+        // Waiting: each look is one short request, so nothing is held between them.
+        var shownWords: [String] = []
+        let deadline = Date().addingTimeInterval(10 * 60)
+        while Date() < deadline {
+            var joined = false
+            let status = try run(.joinStatus, keychainName, api: "sync-join") { report in
+                if !report.words.isEmpty, report.words != shownWords {
+                    shownWords = report.words
+                    Terminal.writeOut("Words: \(report.words.joined(separator: " "))\n")
+                }
+                if report.joined {
+                    joined = true
+                    Terminal.writeOut("This device now syncs with \(report.server) (\(report.devices) devices).\n")
+                    Self.writeRound(report)
+                }
+            }
+            if status != 0 || joined { return status }
+            if noWait {
+                Terminal.writeOut("Not approved yet.\n")
+                return 1
+            }
+            usleep(2_000_000)
+        }
+        Terminal.writeError("security: sync-join: no device approved this one within 10 minutes\n")
+        return 1
+    }
+
+    /// `sync-approve CODE [-k keychain]`: let the device that shows CODE in, once the words match (asked where
+    /// this program cannot answer for the user).
+    func approve(_ arguments: [String]) throws(CommandError) -> Int32 {
+        var rest = arguments
+        guard let code = rest.first, !code.hasPrefix("-") else { throw .usage }
+        rest.removeFirst()
+        let (_, keychainName) = try Self.options(rest, server: false)
+        return try run(.approve(code: code), keychainName, api: "sync-approve") { report in
+            Terminal.writeOut("The new device may sync now (words: \(report.words.joined(separator: " "))).\n")
+        }
+    }
+
     /// `sync-now [-k keychain]`: one round now.
     func now(_ arguments: [String]) throws(CommandError) -> Int32 {
         let (_, keychainName) = try Self.options(arguments, server: false)
@@ -45,6 +108,7 @@ struct SyncCommands {
                 device:   \(report.device)
                 epoch:    \(report.epoch)
                 items:    \(report.items)
+                devices:  \(report.devices)
                 last:     \(report.lastSync.map { Self.time($0) } ?? "never")
 
                 """)

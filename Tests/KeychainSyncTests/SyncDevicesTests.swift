@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+
+/// Several devices of one account, each a home with its own keychaind, through one real server.
+@Suite("Sync, several devices", .serialized)
+struct SyncDevicesTests {
+    static func withAccount(_ body: (PostgresCluster, SyncServerProcess, Device, Device) throws -> Void) throws {
+        let database = try PostgresCluster()
+        defer { database.stop() }
+        let server = try SyncServerProcess(database: database)
+        defer { server.stop() }
+        let first = try Device("first"), second = try Device("second")
+        defer {
+            first.cleanUp()
+            second.cleanUp()
+        }
+        try body(database, server, first, second)
+    }
+
+    /// The join code `sync-join` printed.
+    static func code(in output: String) -> String? {
+        output.split(separator: "\n").first { $0.contains("security sync-approve ") }
+            .map { String($0.split(separator: " ").last ?? "") }
+    }
+
+    static func words(in output: String) -> String? {
+        output.split(separator: "\n").first { $0.hasPrefix("Words: ") }.map { String($0.dropFirst(7)) }
+    }
+
+    /// Joins `second` to `first`'s account, the user allowing it on `first`.
+    static func join(_ second: Device, to first: Device, server: SyncServerProcess) throws -> (words: String, output: Ran) {
+        let asked = try second.security("sync-join", "--server", server.url, "--no-wait")
+        let code = try #require(Self.code(in: asked.stdout), "\(asked.stdout) \(asked.stderr)")
+        let approved = try first.security("sync-approve", code)
+        #expect(approved.status == 0, "\(approved.stderr)")
+        let joined = try second.security("sync-join", "--no-wait")
+        #expect(joined.status == 0, "\(joined.stdout) \(joined.stderr)")
+        return (Self.words(in: joined.stdout) ?? "", joined)
+    }
+
+    @Test("a new device joins when the words match; items, updates and deletes reach every copy")
+    func joinAndConverge() throws {
+        try Self.withAccount { database, server, first, second in
+            #expect(try first.example("set", "canary-svc-a", "acct", stdin: "canary-secret-a").status == 0)
+            #expect(try first.security("sync-setup", "--server", server.url).status == 0)
+            #expect(try second.example("set", "canary-svc-b", "acct", stdin: "canary-secret-b").status == 0)
+
+            let (words, joined) = try Self.join(second, to: first, server: server)
+            // The same six words on both: the new device printed them; the trusted one asked its user with them.
+            #expect(words.split(separator: " ").count == 6)
+            #expect(first.questions.contains(words), "\(first.questions) vs \(words)")
+            #expect(joined.stdout.contains("2 devices"))
+            // The new device has the account's items; its own went up in its first round.
+            #expect(try second.example("get", "canary-svc-a", "acct").stdout == "canary-secret-a\n")
+            #expect(try first.security("sync-now").status == 0)
+            #expect(try first.example("get", "canary-svc-b", "acct").stdout == "canary-secret-b\n")
+
+            // An update on one device reaches the other; so does a delete.
+            #expect(try first.example("set", "canary-svc-a", "acct", stdin: "canary-secret-a2").status == 0)
+            #expect(try first.security("sync-now").status == 0)
+            #expect(try second.security("sync-now").stdout.contains("received 1"))
+            #expect(try second.example("get", "canary-svc-a", "acct").stdout == "canary-secret-a2\n")
+            #expect(try second.example("delete", "canary-svc-b", "acct").status == 0)
+            #expect(try second.security("sync-now").status == 0)
+            #expect(try first.security("sync-now").stdout.contains("deleted here 1"))
+            #expect(try first.example("get", "canary-svc-b", "acct").status == 44)
+
+            // Both see the same account, devices and items.
+            let a = try first.security("sync-status").stdout, b = try second.security("sync-status").stdout
+            for field in ["account:", "devices:  2", "items:    1"] {
+                #expect(a.contains(field) && b.contains(field), "\(a)\n\(b)")
+            }
+            let dump = try database.dump()
+            for canary in ["canary-secret", "canary-svc"] { #expect(!dump.contains(canary)) }
+        }
+    }
+
+    @Test("conflicts end the same on every device: the first write to reach the server wins; of two adds, the lower id")
+    func conflicts() throws {
+        try Self.withAccount { _, server, first, second in
+            #expect(try first.example("set", "shared", "acct", stdin: "v0").status == 0)
+            #expect(try first.security("sync-setup", "--server", server.url).status == 0)
+            _ = try Self.join(second, to: first, server: server)
+
+            // Both change the same item while apart; the first to reach the server wins, the other takes its copy
+            // (its own change never reached the server, so nothing of it is left anywhere).
+            #expect(try first.example("set", "shared", "acct", stdin: "from-first").status == 0)
+            #expect(try second.example("set", "shared", "acct", stdin: "from-second").status == 0)
+            #expect(try first.security("sync-now").status == 0)
+            let lost = try second.security("sync-now")
+            #expect(lost.stdout.contains("received 1,") && lost.stdout.contains("sent 0,"), "\(lost.stdout)")
+            #expect(try second.example("get", "shared", "acct").stdout == "from-first\n")
+            #expect(try first.security("sync-now").stdout.contains("received 0,"))
+            #expect(try first.example("get", "shared", "acct").stdout == "from-first\n")
+
+            // Both add the same item (same primary key, different ids) while apart.
+            #expect(try first.example("set", "twin", "acct", stdin: "twin-first").status == 0)
+            #expect(try second.example("set", "twin", "acct", stdin: "twin-second").status == 0)
+            for _ in 0..<2 {
+                #expect(try first.security("sync-now").status == 0)
+                #expect(try second.security("sync-now").status == 0)
+            }
+            let onFirst = try first.example("get", "twin", "acct").stdout
+            let onSecond = try second.example("get", "twin", "acct").stdout
+            #expect(onFirst == onSecond)
+            #expect(["twin-first\n", "twin-second\n"].contains(onFirst))
+            let a = try first.security("sync-status").stdout, b = try second.security("sync-status").stdout
+            #expect(a.contains("items:    2") && b.contains("items:    2"), "\(a)\n\(b)")
+        }
+    }
+
+    @Test("no device joins without the user's yes on a trusted device, nor with keys the server swapped")
+    func refusedJoins() throws {
+        try Self.withAccount { database, server, first, second in
+            #expect(try first.security("sync-setup", "--server", server.url).status == 0)
+            // Deny on the trusted device: 51, and the new device is still waiting.
+            try "deny\n".write(to: first.answers, atomically: true, encoding: .utf8)
+            let asked = try second.security("sync-join", "--server", server.url, "--no-wait")
+            let code = try #require(Self.code(in: asked.stdout))
+            #expect(try first.security("sync-approve", code).status == 51)
+            let waiting = try second.security("sync-join", "--no-wait")
+            #expect(waiting.stdout.contains("Not approved yet"))
+            #expect(try second.security("sync-now").status != 0)
+
+            // The server puts keys of its own in place of the new device's: the trusted device's words are not the
+            // new device's, and the new device refuses the join whatever the user answered.
+            let attacker = String(repeating: "ab", count: 32)
+            _ = try database.sql("UPDATE joins SET agreement_key = '\\x\(attacker)' WHERE code = '\(code)'")
+            #expect(try first.security("sync-approve", code).status == 0)
+            let refused = try second.security("sync-join", "--no-wait")
+            #expect(refused.status == 93, "\(refused.stdout) \(refused.stderr)")
+            #expect(refused.stderr.contains("changed this device's keys"))
+        }
+    }
+}
