@@ -2,7 +2,7 @@
 _security() {
     local cur="${COMP_WORDS[COMP_CWORD]}" flags=""
     if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "help list-keychains default-keychain login-keychain create-keychain delete-keychain lock-keychain unlock-keychain set-keychain-settings set-keychain-password show-keychain-info dump-keychain add-generic-password add-internet-password find-generic-password find-internet-password delete-generic-password delete-internet-password find-certificate find-identity delete-certificate delete-identity add-certificates import export error backup-keychain restore-keychain sync-setup sync-join sync-approve sync-now sync-status sync-leave import-secrets trust-program" -- "$cur"))
+        COMPREPLY=($(compgen -W "help list-keychains default-keychain login-keychain create-keychain delete-keychain lock-keychain unlock-keychain set-keychain-settings set-keychain-password show-keychain-info dump-keychain add-generic-password add-internet-password find-generic-password find-internet-password delete-generic-password delete-internet-password find-certificate find-identity delete-certificate delete-identity add-certificates import export error backup-keychain restore-keychain sync-setup sync-join sync-approve sync-remove-device sync-recover sync-devices sync-now sync-status sync-leave import-secrets trust-program" -- "$cur"))
         return
     fi
     case "${COMP_WORDS[1]}" in
@@ -37,6 +37,9 @@ _security() {
         sync-setup) flags="" ;;
         sync-join) flags="" ;;
         sync-approve) flags="" ;;
+        sync-remove-device) flags="" ;;
+        sync-recover) flags="" ;;
+        sync-devices) flags="" ;;
         sync-now) flags="" ;;
         sync-status) flags="" ;;
         sync-leave) flags="" ;;

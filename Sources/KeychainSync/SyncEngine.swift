@@ -34,6 +34,8 @@ public final class SyncEngine: KeychainSyncing {
         case .join(let server): return try join(server: server, file: file)
         case .joinStatus: return try joinStatus(file: file)
         case .approve(let code): return try approve(code: code, file: file, confirm: confirm)
+        case .removeDevice(let id): return try removeDevice(id: id, file: file)
+        case .recover(let server, let key): return try recover(server: server, recoveryKey: key, file: file)
         case .leave:
             let report = try state(of: file).report()
             try file.removeSyncState()
@@ -71,7 +73,7 @@ public final class SyncEngine: KeychainSyncing {
         let account = Self.randomID(), device = Self.randomID()
         let signing = P256.Signing.PrivateKey()
         let agreement = Curve25519.KeyAgreement.PrivateKey()
-        let recovery = RecoveryKey(seed: SymmetricKey(size: .bits256))
+        let recovery = RecoveryKey(account: account, seed: SymmetricKey(size: .bits256))
         let record = DeviceRecord(id: device, signingKey: signing.publicKey.x963Representation,
                                   agreementKey: agreement.publicKey.rawRepresentation)
         let genesis: SignedLogEntry
@@ -86,14 +88,19 @@ public final class SyncEngine: KeychainSyncing {
             throw KeychainError(.internalComponent, "the device log cannot be signed")
         }
         let transport = SyncTransport(server: server, device: device, key: signing)
-        guard let body = try? JSONEncoder().encode(AccountCreation(account: account, device: record, genesis: genesis))
+        let itemKey = SymmetricKey(size: .bits256)
+        // The first epoch's key, wrapped to the recovery key too: it can recover the account with every device lost.
+        guard let share = try? KeyShare.wrap(itemKey, account: account, epoch: 1, to: recovery.record, signer: device,
+                                             signingKey: signing),
+              let body = try? JSONEncoder().encode(AccountCreation(account: account, device: record, genesis: genesis,
+                                                                   shares: [share]))
         else { throw KeychainError(.internalComponent, "the account cannot be described") }
         let reply = try transport.send(.POST, "/v1/accounts", body: body)
         guard reply.status == 201 else { throw SyncTransport.failure(reply, doing: "create the account") }
         let state = SyncState(
             server: server.absoluteString, account: account, device: device,
             signingKey: signing.rawRepresentation, agreementKey: agreement.rawRepresentation, epoch: 1,
-            epochKeys: [1: SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }], cursor: 0, items: [:],
+            epochKeys: [1: itemKey.withUnsafeBytes { Data($0) }], cursor: 0, items: [:],
             log: [genesis], lastSync: nil, joinCode: nil)
         try file.saveSyncState(state.encoded())
         logger.info("sync.account.created", metadata: ["server": "\(server.absoluteString)"])
@@ -116,6 +123,7 @@ public final class SyncEngine: KeychainSyncing {
         guard log.devices[state.device] != nil else {
             throw KeychainError(.authFailed, "this device was removed from the sync account")
         }
+        if log.epoch != state.epoch { try takeEpoch(log, state: &state, transport: transport) }
         var totals = SyncReport(server: state.server, account: state.account.hexString,
                                 device: state.device.hexString, epoch: Int(state.epoch))
         try pull(file: file, state: &state, transport: transport, totals: &totals)
@@ -310,19 +318,23 @@ public final class SyncEngine: KeychainSyncing {
     }
 }
 
-/// The recovery key: 32 random bytes shown to the user once, from which a signing and an agreement key pair
-/// derive (so it can approve itself as a device after every device is lost, and receive the item keys).
+/// The recovery key: the account's id and 32 random bytes, shown to the user once as twelve groups of eight hex
+/// digits. A signing and an agreement key pair derive from it: it signs as a device of its own (to add a new device
+/// after every device was lost) and receives each epoch's item key.
 struct RecoveryKey {
+    let account: Data
     let signing: P256.Signing.PrivateKey
     let agreement: Curve25519.KeyAgreement.PrivateKey
     let display: SecretBytes
 
-    init(seed: SymmetricKey) {
+    init(account: Data, seed: SymmetricKey) {
+        self.account = account
         func derive(_ label: String) -> Data {
-            HKDF<SHA256>.deriveKey(inputKeyMaterial: seed, info: Data("keychain-sync-recovery-\(label)".utf8),
+            HKDF<SHA256>.deriveKey(inputKeyMaterial: seed, salt: account,
+                                   info: Data("keychain-sync-recovery-\(label)".utf8),
                                    outputByteCount: 32).withUnsafeBytes { Data($0) }
         }
-        // A P-256 scalar from 32 uniform bytes is valid but for a negligible chance; derive again if not.
+        // A P-256 scalar from 32 uniform bytes is valid but for a negligible chance; hash again if not.
         var material = derive("signing")
         var signing = try? P256.Signing.PrivateKey(rawRepresentation: material)
         while signing == nil {
@@ -331,8 +343,7 @@ struct RecoveryKey {
         }
         self.signing = signing!
         agreement = try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: derive("agreement"))
-        // Eight groups of eight hex digits: typed by a person, checked by its own keys on use.
-        let hex = seed.withUnsafeBytes { Data($0) }.hexString
+        let hex = (account + seed.withUnsafeBytes { Data($0) }).hexString
         var groups: [String] = []
         var index = hex.startIndex
         while index < hex.endIndex {
@@ -341,6 +352,21 @@ struct RecoveryKey {
             index = next
         }
         display = SecretBytes(utf8: groups.joined(separator: "-"))
+    }
+
+    /// The key as the user typed it (dashes and spaces ignored); nil when it is not one.
+    init?(typed: SecretBytes) {
+        guard let text = typed.unprotectedString() else { return nil }
+        let hex = text.lowercased().filter { !"- \n\t".contains($0) }
+        guard hex.count == 96, let bytes = Data(hex: hex) else { return nil }
+        self.init(account: Data(bytes.prefix(16)), seed: SymmetricKey(data: bytes.suffix(32)))
+    }
+
+    var id: Data { VerifiedDeviceLog.recoveryID(signing.publicKey.x963Representation) }
+
+    var record: DeviceRecord {
+        DeviceRecord(id: id, signingKey: signing.publicKey.x963Representation,
+                     agreementKey: agreement.publicKey.rawRepresentation)
     }
 }
 

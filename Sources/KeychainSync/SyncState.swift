@@ -76,7 +76,15 @@ struct SyncState: Codable, Sendable {
         var report = SyncReport(server: server, account: account.hexString, device: device.hexString,
                                 epoch: Int(epoch), items: items.count, lastSync: lastSync, recoveryKey: recoveryKey)
         report.joinCode = joinCode
-        report.devices = (try? VerifiedDeviceLog(log, account: account))?.devices.count ?? 0
+        if let verified = try? VerifiedDeviceLog(log, account: account) {
+            report.devices = verified.devices.count
+            let recovery = VerifiedDeviceLog.recoveryID(verified.recoverySigningKey)
+            report.deviceList = verified.approvals.filter { verified.devices[$0.device] != nil }.map { approval in
+                SyncDevice(id: approval.device.hexString,
+                           approvedBy: approval.by == recovery ? "recovery" : approval.by.hexString,
+                           isThisDevice: approval.device == device)
+            }
+        }
         return report
     }
 }

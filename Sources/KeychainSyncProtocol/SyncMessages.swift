@@ -21,11 +21,14 @@ public struct AccountCreation: Codable, Sendable, Equatable {
     public var device: DeviceRecord
     /// The device log's first entry, signed by the device (docs/SYNC-PROTOCOL.md "Device log").
     public var genesis: SignedLogEntry
+    /// The first epoch's item key wrapped to the recovery key (so that it can recover the account).
+    public var shares: [KeyShare]?
 
-    public init(account: Data, device: DeviceRecord, genesis: SignedLogEntry) {
+    public init(account: Data, device: DeviceRecord, genesis: SignedLogEntry, shares: [KeyShare]? = nil) {
         self.account = account
         self.device = device
         self.genesis = genesis
+        self.shares = shares
     }
 }
 

@@ -166,6 +166,9 @@ struct SyncRoutes: Sendable {
               genesis.device == creation.device, creation.genesis.signer == creation.device.id,
               creation.genesis.isSigned(by: creation.device.signingKey)
         else { throw Refusal(.badRequest, "the device log's first entry is not the device's own, signed") }
+        guard (creation.shares ?? []).count <= 4,
+              (creation.shares ?? []).allSatisfy({ $0.account == creation.account && $0.signer == creation.device.id })
+        else { throw Refusal(.badRequest, "malformed key shares") }
         // The request itself must be signed by the device it registers: proof that the caller holds its key.
         let signature = try signature(of: request, account: creation.account)
         guard signature.device == creation.device.id,

@@ -42,6 +42,18 @@ struct SyncStore: Sendable {
                 INSERT INTO device_log (account, seq, entry, signer, signature)
                 VALUES (\(creation.account), 0, \(genesis.entry), \(genesis.signer), \(genesis.signature))
                 """, logger: logger)
+            // The recovery key signs requests as a device of its own (to recover the account after every device
+            // is lost); its id is derived from its key, so it cannot take another device's place.
+            if let entry = DeviceLogEntry(encoded: genesis.entry), entry.recoverySigningKey.count == 65,
+               entry.recoveryAgreementKey.count == 32
+            {
+                let id = VerifiedDeviceLog.recoveryID(entry.recoverySigningKey)
+                try await db.query("""
+                    INSERT INTO devices (account, id, signing_key, agreement_key)
+                    VALUES (\(creation.account), \(id), \(entry.recoverySigningKey), \(entry.recoveryAgreementKey))
+                    """, logger: logger)
+            }
+            try await storeShares(creation.shares ?? [], account: creation.account, db: db)
             return .created
         }
     }

@@ -131,6 +131,8 @@ public enum Request: Sendable {
             case .join(let server): w.byte(4); w.string(server)
             case .joinStatus: w.byte(5)
             case .approve(let code): w.byte(6); w.string(code)
+            case .removeDevice(let id): w.byte(7); w.string(id)
+            case .recover(let server, let key): w.byte(8); w.string(server); w.secret(key)
             }
             w.reference(r)
         case .importSecrets(let request, let r):
@@ -213,6 +215,8 @@ public enum Request: Sendable {
             case 4: sync = .join(server: try r.string())
             case 5: sync = .joinStatus
             case 6: sync = .approve(code: try r.string())
+            case 7: sync = .removeDevice(id: try r.string())
+            case 8: sync = .recover(server: try r.string(), recoveryKey: try r.secret())
             default: throw .malformed("sync request")
             }
             request = .sync(sync, try r.reference())
@@ -321,6 +325,8 @@ public enum Response: Sendable {
             w.int(Int64(report.devices)); w.optionalString(report.joinCode); w.bool(report.joined)
             w.int(Int64(report.words.count))
             for word in report.words { w.string(word) }
+            w.int(Int64(report.deviceList.count))
+            for device in report.deviceList { w.string(device.id); w.string(device.approvedBy); w.bool(device.isThisDevice) }
         case .importReport(let report):
             w.byte(15)
             w.int(Int64(report.added.count))
@@ -426,6 +432,10 @@ public enum Response: Sendable {
             report.joinCode = try r.optionalString()
             report.joined = try r.bool()
             for _ in 0..<(try r.elementCount()) { report.words.append(try r.string()) }
+            for _ in 0..<(try r.elementCount()) {
+                report.deviceList.append(SyncDevice(id: try r.string(), approvedBy: try r.string(),
+                                                    isThisDevice: try r.bool()))
+            }
             response = .syncReport(report)
         case 15:
             var report = ImportReport()

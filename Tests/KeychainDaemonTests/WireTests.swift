@@ -39,7 +39,8 @@ struct WireTests {
             .importSecrets(SecretImport(.gnomeKeyringFile(SecretBytes(utf8: "file"), password: SecretBytes(utf8: "pw"))), nil),
             .sync(.setUp(server: "https://sync.example.org"), work), .sync(.now, work), .sync(.status, work),
             .sync(.leave, work), .sync(.join(server: "https://s"), work), .sync(.joinStatus, work),
-            .sync(.approve(code: "ABCDE12345"), work),
+            .sync(.approve(code: "ABCDE12345"), work), .sync(.removeDevice(id: "00ff"), work),
+            .sync(.recover(server: "https://s", recoveryKey: SecretBytes(utf8: "k")), work),
         ]
         for request in requests {
             let bytes = try request.encode()
@@ -218,6 +219,8 @@ extension WireTests {
                 report.words = ["acid", "acorn"]
                 report.joined = true
                 report.devices = 3
+                report.deviceList = [SyncDevice(id: "aa", approvedBy: "aa", isThisDevice: true),
+                                     SyncDevice(id: "bb", approvedBy: "recovery", isThisDevice: false)]
                 return report
             }(),
         ] {

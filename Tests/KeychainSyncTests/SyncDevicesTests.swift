@@ -133,3 +133,82 @@ struct SyncDevicesTests {
         }
     }
 }
+
+extension SyncDevicesTests {
+    static func deviceID(of device: Device) throws -> String {
+        let status = try device.security("sync-status").stdout
+        return try #require(status.split(separator: "\n").first { $0.hasPrefix("device:") }?
+            .split(separator: " ").last.map(String.init))
+    }
+
+    static func recoveryKey(in output: String) -> String? {
+        let lines = output.split(separator: "\n")
+        guard let index = lines.firstIndex(where: { $0.hasPrefix("Recovery key") }), index + 1 < lines.count else {
+            return nil
+        }
+        return lines[index + 1].trimmingCharacters(in: .whitespaces)
+    }
+
+    @Test("removing a device starts a new epoch: the others get its key, and the removed device reads nothing written after, even with the server's help")
+    func removeDeviceNewEpoch() throws {
+        try Self.withAccount { database, server, first, second in
+            let third = try Device("third")
+            defer { third.cleanUp() }
+            #expect(try first.example("set", "before", "acct", stdin: "before-removal").status == 0)
+            let setUp = try first.security("sync-setup", "--server", server.url)
+            let recovery = try #require(Self.recoveryKey(in: setUp.stdout))
+            _ = try Self.join(second, to: first, server: server)
+            _ = try Self.join(third, to: first, server: server)
+            #expect(try first.security("sync-devices").stdout.split(separator: "\n").count == 3)
+            let removed = try Self.deviceID(of: second)
+
+            let removal = try first.security("sync-remove-device", removed)
+            #expect(removal.status == 0, "\(removal.stderr)")
+            #expect(removal.stdout.contains("epoch 2"))
+            // Every live item on the server is sealed under the new epoch's key.
+            #expect(try database.sql("SELECT DISTINCT epoch FROM items WHERE NOT deleted") == "2\n")
+            #expect(try first.example("set", "after", "acct", stdin: "after-removal").status == 0)
+            #expect(try first.security("sync-now").status == 0)
+
+            // The device that stays takes the new key from a share its log vouches for.
+            #expect(try third.security("sync-now").status == 0)
+            #expect(try third.example("get", "after", "acct").stdout == "after-removal\n")
+            #expect(try third.security("sync-status").stdout.contains("epoch:    2"))
+
+            // The removed device is refused...
+            let refused = try second.security("sync-now")
+            #expect(refused.status == 51)
+            #expect(refused.stderr.contains("removed"))
+            // ...and a server that takes it back and hides its removal still gives it nothing it can open.
+            _ = try database.sql("UPDATE devices SET revoked = false WHERE id = '\\x\(removed)'")
+            _ = try database.sql("DELETE FROM device_log WHERE seq = (SELECT max(seq) FROM device_log)")
+            let colluding = try second.security("sync-now")
+            #expect(colluding.status == 93, "\(colluding.stdout) \(colluding.stderr)")
+            #expect(colluding.stderr.contains("epoch"))
+            #expect(try second.example("get", "after", "acct").status == 44)
+            _ = recovery
+        }
+    }
+
+    @Test("with every device lost, the recovery key brings the account and its items to a new device")
+    func recovery() throws {
+        try Self.withAccount { _, server, first, second in
+            #expect(try first.example("set", "kept", "acct", stdin: "kept-secret").status == 0)
+            let setUp = try first.security("sync-setup", "--server", server.url)
+            let key = try #require(Self.recoveryKey(in: setUp.stdout))
+            #expect(key.split(separator: "-").count == 12)
+            first.cleanUp()  // the only device is gone
+
+            #expect(try second.security("sync-recover", "--server", server.url, "-P", "not-from-argv").status == 206)
+            #expect(try second.security("sync-recover", "--server", server.url, "-P", "-", stdin: "abc\n").status == 206)
+            let wrong = String(repeating: "0123abcd-", count: 12).dropLast()
+            #expect(try second.security("sync-recover", "--server", server.url, "-P", "-", stdin: "\(wrong)\n").status == 51)
+
+            let recovered = try second.security("sync-recover", "--server", server.url, "-P", "-", stdin: key + "\n")
+            #expect(recovered.status == 0, "\(recovered.stderr)")
+            #expect(try second.example("get", "kept", "acct").stdout == "kept-secret\n")
+            let devices = try second.security("sync-devices").stdout
+            #expect(devices.contains("added by recovery") && devices.contains("(this device)"), "\(devices)")
+        }
+    }
+}

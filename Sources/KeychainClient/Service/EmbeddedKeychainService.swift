@@ -256,7 +256,8 @@ public final class EmbeddedKeychainService: KeychainService {
         let file: KeychainFile
         switch request {
         // Joining an account or leaving it is the owner's decision: the keychain password, as for a backup.
-        case .setUp, .join: file = try ownersFile(keychain, doing: "sync")
+        case .setUp, .join, .recover: file = try ownersFile(keychain, doing: "sync")
+        case .removeDevice: file = try ownersFile(keychain, doing: "remove a device from the sync of")
         case .approve: file = try ownersFile(keychain, doing: "let another device sync")
         case .leave: file = try ownersFile(keychain, doing: "stop syncing")
         case .now, .status, .joinStatus:

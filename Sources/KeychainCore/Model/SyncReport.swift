@@ -14,6 +14,24 @@ public enum SyncRequest: Sendable, Equatable {
     case joinStatus
     /// On a device that syncs: let the device waiting with this code in, after the user compares the words.
     case approve(code: String)
+    /// Remove another device (hex id) from the account: a new epoch, whose item key only the others get.
+    case removeDevice(id: String)
+    /// Every device was lost: join the account as a new device with the recovery key `sync-setup` showed.
+    case recover(server: String, recoveryKey: SecretBytes)
+}
+
+/// A device of a sync account, as its verified device log names it.
+public struct SyncDevice: Sendable, Equatable {
+    public var id: String
+    /// The device that added it (itself for the first; "recovery" when the recovery key did).
+    public var approvedBy: String
+    public var isThisDevice: Bool
+
+    public init(id: String, approvedBy: String, isThisDevice: Bool) {
+        self.id = id
+        self.approvedBy = approvedBy
+        self.isThisDevice = isThisDevice
+    }
 }
 
 /// The state of a keychain's sync and what a round did.
@@ -42,6 +60,8 @@ public struct SyncReport: Sendable, Equatable {
     public var joinCode: String?
     public var words: [String] = []
     public var joined = false
+    /// The account's devices (`sync-status`, `sync-devices`).
+    public var deviceList: [SyncDevice] = []
 
     public init(server: String, account: String, device: String, epoch: Int, items: Int = 0, sent: Int = 0,
                 received: Int = 0, deleted: Int = 0, conflicts: Int = 0, lastSync: Double? = nil,

@@ -147,6 +147,18 @@ public final class SecurityProgram {
                 help: "Let a new device sync, after comparing the words both devices show.") {
             args throws(CommandError) in try SyncCommands(session: self.session).approve(args)
         },
+        Command(name: "sync-remove-device", usage: "device-id [-k keychain]",
+                help: "Remove another device from a keychain's sync account (a new item key for the others).") {
+            args throws(CommandError) in try SyncCommands(session: self.session).removeDevice(args)
+        },
+        Command(name: "sync-recover", usage: "--server URL [-P -] [-k keychain]",
+                help: "Join a sync account with its recovery key, after every device was lost.") {
+            args throws(CommandError) in try SyncCommands(session: self.session).recover(args)
+        },
+        Command(name: "sync-devices", usage: "[-k keychain]",
+                help: "List the devices of a keychain's sync account.") { args throws(CommandError) in
+            try SyncCommands(session: self.session).devices(args)
+        },
         Command(name: "sync-now", usage: "[-k keychain]",
                 help: "Send and receive a keychain's synchronizable items now.") { args throws(CommandError) in
             try SyncCommands(session: self.session).now(args)

@@ -92,6 +92,65 @@ struct SyncCommands {
         }
     }
 
+    /// `sync-remove-device ID [-k keychain]`: another device leaves the account; a new epoch begins.
+    func removeDevice(_ arguments: [String]) throws(CommandError) -> Int32 {
+        var rest = arguments
+        guard let id = rest.first, !id.hasPrefix("-") else { throw .usage }
+        rest.removeFirst()
+        let (_, keychainName) = try Self.options(rest, server: false)
+        return try run(.removeDevice(id: id), keychainName, api: "sync-remove-device") { report in
+            Terminal.writeOut("Removed \(id): the account is at epoch \(report.epoch), whose key it never had; "
+                              + "\(report.devices) devices remain.\n")
+            Self.writeRound(report)
+        }
+    }
+
+    /// `sync-recover --server URL [-P -] [-k keychain]`: every device lost; this one joins with the recovery key
+    /// (asked on the terminal, or the first line of standard input with `-P -`; never on the command line).
+    func recover(_ arguments: [String]) throws(CommandError) -> Int32 {
+        var fromStandardInput = false
+        var rest: [String] = []
+        var args = arguments[...]
+        while let argument = args.popFirst() {
+            if argument == "-P" {
+                guard args.popFirst() == "-" else {
+                    Terminal.writeError("security: sync-recover: the recovery key is never taken from the command line; -P - reads it from standard input\n")
+                    return KeychainStatus.param.exitCode
+                }
+                fromStandardInput = true
+            } else {
+                rest.append(argument)
+            }
+        }
+        let (server, keychainName) = try Self.options(rest, server: true)
+        guard let server else { throw .usage }
+        let key: SecretBytes?
+        if fromStandardInput {
+            key = Terminal.readSecretFromStandardInput()
+        } else if Terminal.hasTerminal {
+            key = Terminal.readSecret(prompt: "recovery key: ")
+        } else {
+            Terminal.writeError("security: sync-recover: no terminal to ask the recovery key on: give it on standard input with -P -\n")
+            return KeychainStatus.interactionNotAllowed.exitCode
+        }
+        guard let key, !key.isEmpty else { throw .usage }
+        return try run(.recover(server: server, recoveryKey: key), keychainName, api: "sync-recover") { report in
+            Terminal.writeOut("This device now syncs with \(report.server) (account \(report.account)).\n")
+            Self.writeRound(report)
+        }
+    }
+
+    /// `sync-devices [-k keychain]`: the account's devices and which device added each.
+    func devices(_ arguments: [String]) throws(CommandError) -> Int32 {
+        let (_, keychainName) = try Self.options(arguments, server: false)
+        return try run(.status, keychainName, api: "sync-devices") { report in
+            for device in report.deviceList {
+                Terminal.writeOut("\(device.id)  added by \(device.approvedBy == device.id ? "itself (first device)" : device.approvedBy)"
+                                  + (device.isThisDevice ? "  (this device)" : "") + "\n")
+            }
+        }
+    }
+
     /// `sync-now [-k keychain]`: one round now.
     func now(_ arguments: [String]) throws(CommandError) -> Int32 {
         let (_, keychainName) = try Self.options(arguments, server: false)
