@@ -20,6 +20,9 @@ extension KeychainDaemonServer {
     func publish(_ event: KeychainEvent) {
         events.publish(event)
         secretService.withLock { $0 }?.announce(event)
+        if [.add, .update, .delete, .unlock].contains(event.kind), let path = event.keychain {
+            syncing?.keychainChanged(at: path)
+        }
     }
 
     func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {

@@ -13,7 +13,8 @@ import Synchronization
 /// keychain is held while the network is waited for (each step is its own short transaction).
 public final class SyncEngine: KeychainSyncing {
     private let rounds = Mutex<Set<String>>([])
-    private let logger: Logger
+    let logger: Logger
+    let background = Mutex<SyncScheduler?>(nil)
 
     public init(logger: Logger = Logger(label: "keychaind.sync")) {
         self.logger = logger

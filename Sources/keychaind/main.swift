@@ -78,11 +78,13 @@ func failStart(_ reason: String) -> Never {
 }
 
 let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+// Sync (docs/SYNC.md): rounds in the background after changes and every KEYCHAIN_SYNC_INTERVAL seconds (60).
+let syncEngine = SyncEngine()
 let server: KeychainDaemonServer
 do {
     server = try KeychainDaemonServer(
         locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path),
-        syncing: SyncEngine())
+        syncing: syncEngine)
 } catch .alreadyRunning(let socket) {
     // Started for the Secret Service (D-Bus activation) while a keychaind started for the socket runs: that one
     // takes the name on this bus, so that one process holds the keys. This one ends once the name is served.
@@ -120,6 +122,8 @@ if arguments.contains("--secret-service") {
     }
 }
 notifyStarter("ready")
+let syncSeconds = ProcessInfo.processInfo.environment["KEYCHAIN_SYNC_INTERVAL"].flatMap(Double.init).map { max($0, 1) } ?? 60
+syncEngine.startBackground(interval: .milliseconds(Int64(syncSeconds * 1000))) { OpenKeychains.shared.all }
 // logind's PrepareForSleep: keychains set to lock on sleep lock before the machine sleeps, under a delay inhibitor
 // (a descriptor logind passes: hence the connection that takes descriptors). After "ready": the client that started
 // keychaind does not wait for the system bus. No system bus (a container, a minimal system): waking is still

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Several devices of one account, each a home with its own keychaind, through one real server.
 @Suite("Sync, several devices", .serialized)
 struct SyncDevicesTests {
@@ -210,5 +214,41 @@ extension SyncDevicesTests {
             let devices = try second.security("sync-devices").stdout
             #expect(devices.contains("added by recovery") && devices.contains("(this device)"), "\(devices)")
         }
+    }
+}
+
+extension SyncDevicesTests {
+    /// Polls `condition` every 100 ms for up to `seconds`; how long it took, or nil.
+    static func within(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Double? {
+        let start = Date()
+        while Date().timeIntervalSince(start) < seconds {
+            if try condition() { return Date().timeIntervalSince(start) }
+            usleep(100_000)
+        }
+        return nil
+    }
+
+    @Test("keychaind syncs in the background: a write goes up at once, the other device takes it on its next pass")
+    func backgroundRounds() throws {
+        let database = try PostgresCluster()
+        defer { database.stop() }
+        let server = try SyncServerProcess(database: database)
+        defer { server.stop() }
+        var first = try Device("bg-first"), second = try Device("bg-second")
+        first.syncInterval = "1"
+        second.syncInterval = "1"
+        defer {
+            first.cleanUp()
+            second.cleanUp()
+        }
+        #expect(try first.security("sync-setup", "--server", server.url).status == 0)
+        _ = try Self.join(second, to: first, server: server)
+
+        #expect(try first.example("set", "background", "acct", stdin: "no-sync-now").status == 0)
+        let arrived = try Self.within(15) { try second.example("get", "background", "acct").stdout == "no-sync-now\n" }
+        #expect(arrived != nil)
+        #expect(try second.example("delete", "background", "acct").status == 0)
+        let gone = try Self.within(15) { try first.example("get", "background", "acct").status == 44 }
+        #expect(gone != nil)
     }
 }

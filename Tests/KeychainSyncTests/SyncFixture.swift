@@ -163,6 +163,8 @@ final class SyncServerProcess: Sendable {
 /// `answers` ("allow" when there is none) and notes every description it was shown in `asked`.
 struct Device {
     let home: URL
+    /// keychaind's background interval (KEYCHAIN_SYNC_INTERVAL), when a test wants one.
+    var syncInterval: String?
     var answers: URL { home.appendingPathComponent("pinentry-answers") }
     var asked: URL { home.appendingPathComponent("pinentry-asked") }
     var pinentry: URL { home.appendingPathComponent("pinentry") }
@@ -208,6 +210,7 @@ struct Device {
         environment["DISPLAY"] = ":kc-sync-test"
         environment["WAYLAND_DISPLAY"] = nil
         environment["PINENTRY_PROGRAM"] = pinentry.path
+        environment["KEYCHAIN_SYNC_INTERVAL"] = syncInterval
         return environment
     }
 

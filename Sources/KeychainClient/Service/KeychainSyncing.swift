@@ -10,4 +10,7 @@ public protocol KeychainSyncing: Sendable {
     /// or the login terminal); never called with a lock held.
     func perform(_ request: SyncRequest, on file: KeychainFile,
                  confirm: (String) -> ConfirmationResponse) throws(KeychainError) -> SyncReport
+
+    /// A keychain's items changed (a write through keychaind): a background round soon, if it syncs.
+    func keychainChanged(at path: String)
 }

@@ -1,0 +1,85 @@
+import Dispatch
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+import Logging
+import Synchronization
+
+/// keychaind's background rounds: soon after a change to a keychain that syncs (its own writes go up within a
+/// second), and on a timer for what other devices wrote. One thread; a round holds no keychain lock while it
+/// waits for the network, and a keychain that is locked or does not sync is passed over quietly.
+final class SyncScheduler: Sendable {
+    private let engine: SyncEngine
+    private let interval: Duration
+    private let files: @Sendable () -> [KeychainFile]
+    private let logger: Logger
+    private let wake = DispatchSemaphore(value: 0)
+    /// Keychains changed since the last pass (their paths).
+    private let changed = Mutex<Set<String>>([])
+
+    init(engine: SyncEngine, interval: Duration, files: @escaping @Sendable () -> [KeychainFile], logger: Logger) {
+        self.engine = engine
+        self.interval = interval
+        self.files = files
+        self.logger = logger
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "keychaind.sync"
+        thread.start()
+    }
+
+    func keychainChanged(at path: String) {
+        changed.withLock { _ = $0.insert(path) }
+        wake.signal()
+    }
+
+    private func run() {
+        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        while true {
+            let woken = wake.wait(timeout: .now() + seconds) == .success
+            if woken {
+                // A burst of writes (an import, a restore) makes one round, not one per write.
+                Thread.sleep(forTimeInterval: 0.3)
+                while wake.wait(timeout: .now()) == .success {}
+            }
+            let paths = changed.withLock { pending -> Set<String> in
+                defer { pending.removeAll() }
+                return pending
+            }
+            for file in files() where !woken || paths.contains(file.url.path) {
+                syncQuietly(file)
+            }
+        }
+    }
+
+    private func syncQuietly(_ file: KeychainFile) {
+        do throws(KeychainError) {
+            guard let secret = try file.syncState(), try SyncState.decode(secret).joinCode == nil else { return }
+            let report = try engine.perform(.now, on: file) { _ in .unavailable }
+            if report.sent + report.received + report.deleted > 0 {
+                logger.info("sync.round", metadata: ["sent": "\(report.sent)", "received": "\(report.received)",
+                                                     "deleted": "\(report.deleted)"])
+            }
+        } catch {
+            // Locked, offline, a round already running: the next pass tries again. Never a secret in the message.
+            logger.debug("sync.round.skipped", metadata: ["status": "\(error.status.rawValue)"])
+        }
+    }
+}
+
+extension SyncEngine {
+    /// Starts background rounds over `files` (keychaind's open keychains): after changes (``keychainChanged(at:)``)
+    /// and every `interval`.
+    public func startBackground(interval: Duration, files: @escaping @Sendable () -> [KeychainFile]) {
+        let scheduler = SyncScheduler(engine: self, interval: interval, files: files, logger: logger)
+        background.withLock { $0 = scheduler }
+        scheduler.start()
+    }
+
+    public func keychainChanged(at path: String) {
+        background.withLock { $0 }?.keychainChanged(at: path)
+    }
+}
