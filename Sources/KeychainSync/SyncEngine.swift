@@ -8,6 +8,10 @@ import Logging
 import NIOHTTP1
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// keychaind's side of sync (docs/SYNC.md): a keychain's synchronizable items reach the account on the server,
 /// end-to-end encrypted, and what other devices wrote comes back. One round at a time per keychain; no lock of the
 /// keychain is held while the network is waited for (each step is its own short transaction).
@@ -22,11 +26,11 @@ public final class SyncEngine: KeychainSyncing {
 
     public func perform(_ request: SyncRequest, on file: KeychainFile,
                         confirm: (String) -> ConfirmationResponse) throws(KeychainError) -> SyncReport {
-        let path = file.url.path
-        guard rounds.withLock({ $0.insert(path).inserted }) else {
-            throw KeychainError(.interactionNotAllowed, "a sync of this keychain is already running")
-        }
-        defer { _ = rounds.withLock { $0.remove(path) } }
+        if case .status = request { return try state(of: file).report() }  // reads only: no turn needed
+        // One operation at a time per keychain. A command waits its turn (a background round takes seconds at
+        // most); the background scheduler passes (``performIfIdle(_:on:)``).
+        try takeTurn(file.url.path, waiting: .seconds(60))
+        defer { endTurn(file.url.path) }
         switch request {
         case .setUp(let server): return try setUp(server: server, file: file)
         case .now:
@@ -43,6 +47,26 @@ public final class SyncEngine: KeychainSyncing {
             return report
         }
     }
+
+    /// A round unless another operation on the keychain is under way (then nil).
+    func roundIfIdle(on file: KeychainFile) throws(KeychainError) -> SyncReport? {
+        guard (try? takeTurn(file.url.path, waiting: .zero)) != nil else { return nil }
+        defer { endTurn(file.url.path) }
+        return try round(file: file, state: try member(of: file))
+    }
+
+    private func takeTurn(_ path: String, waiting patience: Duration) throws(KeychainError) {
+        let clock = ContinuousClock()
+        let deadline = clock.now + patience
+        while !rounds.withLock({ $0.insert(path).inserted }) {
+            guard clock.now < deadline else {
+                throw KeychainError(.interactionNotAllowed, "another sync operation on this keychain is under way")
+            }
+            usleep(50_000)
+        }
+    }
+
+    private func endTurn(_ path: String) { _ = rounds.withLock { $0.remove(path) } }
 
     /// The state of a keychain that is a device of an account (not one still joining).
     func member(of file: KeychainFile) throws(KeychainError) -> SyncState {

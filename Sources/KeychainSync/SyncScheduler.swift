@@ -58,7 +58,7 @@ final class SyncScheduler: Sendable {
     private func syncQuietly(_ file: KeychainFile) {
         do throws(KeychainError) {
             guard let secret = try file.syncState(), try SyncState.decode(secret).joinCode == nil else { return }
-            let report = try engine.perform(.now, on: file) { _ in .unavailable }
+            guard let report = try engine.roundIfIdle(on: file) else { return }  // a command is syncing it now
             if report.sent + report.received + report.deleted > 0 {
                 logger.info("sync.round", metadata: ["sent": "\(report.sent)", "received": "\(report.received)",
                                                      "deleted": "\(report.deleted)"])

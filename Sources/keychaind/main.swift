@@ -122,8 +122,12 @@ if arguments.contains("--secret-service") {
     }
 }
 notifyStarter("ready")
-let syncSeconds = ProcessInfo.processInfo.environment["KEYCHAIN_SYNC_INTERVAL"].flatMap(Double.init).map { max($0, 1) } ?? 60
-syncEngine.startBackground(interval: .milliseconds(Int64(syncSeconds * 1000))) { OpenKeychains.shared.all }
+// KEYCHAIN_SYNC_INTERVAL=off: rounds only when asked (sync-now), as tests that count what a round did need.
+let syncInterval = ProcessInfo.processInfo.environment["KEYCHAIN_SYNC_INTERVAL"]
+if syncInterval != "off" {
+    let seconds = syncInterval.flatMap(Double.init).map { max($0, 1) } ?? 60
+    syncEngine.startBackground(interval: .milliseconds(Int64(seconds * 1000))) { OpenKeychains.shared.all }
+}
 // logind's PrepareForSleep: keychains set to lock on sleep lock before the machine sleeps, under a delay inhibitor
 // (a descriptor logind passes: hence the connection that takes descriptors). After "ready": the client that started
 // keychaind does not wait for the system bus. No system bus (a container, a minimal system): waking is still

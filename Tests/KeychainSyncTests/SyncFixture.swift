@@ -163,8 +163,9 @@ final class SyncServerProcess: Sendable {
 /// `answers` ("allow" when there is none) and notes every description it was shown in `asked`.
 struct Device {
     let home: URL
-    /// keychaind's background interval (KEYCHAIN_SYNC_INTERVAL), when a test wants one.
-    var syncInterval: String?
+    /// keychaind's background interval (KEYCHAIN_SYNC_INTERVAL): off unless a test wants rounds of its own, so
+    /// that what an explicit `sync-now` did can be counted.
+    var syncInterval = "off"
     var answers: URL { home.appendingPathComponent("pinentry-answers") }
     var asked: URL { home.appendingPathComponent("pinentry-asked") }
     var pinentry: URL { home.appendingPathComponent("pinentry") }
