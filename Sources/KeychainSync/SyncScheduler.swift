@@ -4,6 +4,8 @@ import KeychainClient
 import KeychainCore
 import KeychainStorage
 import Logging
+import KeychainSyncProtocol
+import NIOHTTP1
 import Synchronization
 
 /// keychaind's background rounds: soon after a change to a keychain that syncs (its own writes go up within a
@@ -29,6 +31,35 @@ final class SyncScheduler: Sendable {
         let thread = Thread { [self] in run() }
         thread.name = "keychaind.sync"
         thread.start()
+        let watcher = Thread { [self] in watch() }
+        watcher.name = "keychaind.sync.watch"
+        watcher.start()
+    }
+
+    /// The server's push: a request that waits (up to 25 s) for the account's next change, then a round. So a change
+    /// made on another device arrives here in about a second, without a short timer.
+    private func watch() {
+        while true {
+            var asked = false
+            for file in files() {
+                guard let secret = try? file.syncState(), let state = try? SyncState.decode(secret),
+                      state.joinCode == nil, let transport = try? SyncTransport(state)
+                else { continue }
+                asked = true
+                let path = "/v1/accounts/\(state.account.hexString)/changes?after=\(state.cursor)&limit=1&wait=25"
+                guard let reply = try? transport.send(.GET, path), reply.status == 200,
+                      let page = try? SyncTransport.decode(ChangePage.self, reply)
+                else {
+                    Thread.sleep(forTimeInterval: 5)  // offline or refused: the timer's rounds go on meanwhile
+                    continue
+                }
+                if !page.changes.isEmpty {
+                    keychainChanged(at: file.url.path)
+                    Thread.sleep(forTimeInterval: 1)  // let the round move the cursor before asking again
+                }
+            }
+            if !asked { Thread.sleep(forTimeInterval: 5) }
+        }
     }
 
     func keychainChanged(at path: String) {

@@ -7,6 +7,8 @@ public enum SyncLimits {
     public static let maxCiphertext = (1 << 20) + 28
     /// The most changes one page carries.
     public static let maxPage = 500
+    /// The longest a request for changes may wait for the next one, in seconds.
+    public static let maxWait = 30
     /// The most items (live or tombstones) one account holds.
     public static let maxItemsPerAccount = 200_000
     /// How far a request's time may be from the server's clock, in seconds.

@@ -9,6 +9,7 @@ import NIOCore
 /// and changes nothing.
 struct SyncRoutes: Sendable {
     let store: SyncStore
+    let notifier: ChangeNotifier
     let clock: @Sendable () -> Date
     /// The largest request body: one item's ciphertext with its JSON and base64 around it.
     static let maxBody = SyncLimits.maxCiphertext * 4 / 3 + 4096
@@ -194,7 +195,18 @@ struct SyncRoutes: Sendable {
         guard let limit = query["limit"].map({ Int(String($0)) }) ?? SyncLimits.maxPage,
               (1...SyncLimits.maxPage).contains(limit)
         else { throw Refusal(.badRequest, "limit must be 1 to \(SyncLimits.maxPage)") }
-        switch try await store.changes(account: account, after: after, limit: limit) {
+        // wait=S: with nothing after `after`, hold the request up to S seconds for the account's next change.
+        guard let wait = query["wait"].map({ Int(String($0)) }) ?? 0, (0...SyncLimits.maxWait).contains(wait) else {
+            throw Refusal(.badRequest, "wait must be 0 to \(SyncLimits.maxWait) seconds")
+        }
+        let waiter = wait > 0 ? notifier.register(account) : nil
+        defer { if let waiter { notifier.unregister(waiter, account: account) } }
+        var outcome = try await store.changes(account: account, after: after, limit: limit)
+        if let waiter, case .page(let page) = outcome, page.changes.isEmpty {
+            await waiter.wait(timeout: .seconds(wait))
+            outcome = try await store.changes(account: account, after: after, limit: limit)
+        }
+        switch outcome {
         case .page(let page): return Self.json(.ok, page)
         case .resync: throw Refusal(.gone, "tombstones after \(after) were forgotten: sync again from 0")
         case .noAccount: throw Refusal(.notFound, "no such account")

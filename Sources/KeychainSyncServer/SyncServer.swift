@@ -64,7 +64,8 @@ public enum SyncServer {
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: buffer)))
         }
-        SyncRoutes(store: store, clock: { Date() }).register(on: router)
+        let notifier = ChangeNotifier()
+        SyncRoutes(store: store, notifier: notifier, clock: { Date() }).register(on: router)
 
         let server: HTTPServerBuilder
         if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
@@ -79,7 +80,7 @@ public enum SyncServer {
             router: router, server: server,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port),
                                  serverName: "keychain-sync-server"),
-            services: [postgres],
+            services: [postgres, ChangeListener(client: postgres, notifier: notifier, logger: logger)],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
         app.beforeServerStarts {

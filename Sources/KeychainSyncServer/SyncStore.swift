@@ -143,6 +143,8 @@ struct SyncStore: Sendable {
                 UPDATE accounts SET last_seq = \(seq), item_count = item_count + \(added) WHERE id = \(account)
                 """, logger: logger)
             if deleted { try await purgeTombstones(account: account, db: db) }
+            // Delivered when this transaction commits, to every instance's waiting requests for the account.
+            try await db.query("SELECT pg_notify(\(ChangeNotifier.channel), encode(\(account), 'hex'))", logger: logger)
             return .accepted(WriteAccepted(version: version, seq: seq))
         }
     }

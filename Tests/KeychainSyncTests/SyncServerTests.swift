@@ -10,12 +10,23 @@ import Testing
 @Suite("Sync server", .serialized)
 struct SyncServerTests {
     /// A device as the server sees it: an id and a signing key; requests signed or not, as a test wants.
-    struct Client {
+    struct Client: Sendable {
         let base: String
-        let account = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
-        let device = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
-        let key = P256.Signing.PrivateKey()
-        let agreement = Curve25519.KeyAgreement.PrivateKey()
+        var account = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
+        var device = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
+        var key = P256.Signing.PrivateKey()
+        var agreement = Curve25519.KeyAgreement.PrivateKey()
+
+        init(base: String) { self.base = base }
+
+        /// The same device, through another server.
+        init(base: String, sharing other: Client) {
+            self.base = base
+            account = other.account
+            device = other.device
+            key = other.key
+            agreement = other.agreement
+        }
 
         var record: DeviceRecord {
             DeviceRecord(id: device, signingKey: key.publicKey.x963Representation,
@@ -209,6 +220,29 @@ struct SyncServerTests {
             let full = try await client.changes(after: 0).decoded(ChangePage.self)
             #expect(full.changes.map(\.id) == [b])
             #expect(try await client.changes(after: 3).status == 200)
+        }
+    }
+
+    @Test("a request for changes may wait for the next one: a write through another server instance wakes it")
+    func waitForChanges() async throws {
+        try await Self.withServer { database, server in
+            let second = try SyncServerProcess(database: database)
+            defer { second.stop() }
+            let client = Client(base: server.url)
+            _ = try await client.createAccount()
+            #expect(try await client.send(.GET, "/v1/accounts/\(client.account.hexString)/changes?wait=31").status == 400)
+            // Nothing to wait for: a wait of 1 s comes back empty.
+            let empty = try await client.send(.GET, "/v1/accounts/\(client.account.hexString)/changes?after=0&wait=1")
+            #expect(try empty.decoded(ChangePage.self).changes.isEmpty)
+            // A waiting request on one instance, a write through the other.
+            let waiting = Task {
+                try await client.send(.GET, "/v1/accounts/\(client.account.hexString)/changes?after=0&wait=30")
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let writer = Client(base: second.url, sharing: client)
+            #expect(try await writer.put(Data(repeating: 3, count: 16), base: 0).status == 200)
+            let woken = try await waiting.value
+            #expect(try woken.decoded(ChangePage.self).changes.count == 1)
         }
     }
 }
