@@ -296,7 +296,8 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainSyncTests",
-            dependencies: ["KeychainSyncServer", "KeychainSyncProtocol", "KeychainSync", "KeychainClient", "KeychainStorage",
+            dependencies: ["KeychainSyncServer", "KeychainSyncProtocol", "KeychainSync", "KeychainClient", "KeychainInterface",
+                           "KeychainStorage",
                            "KeychainCore", "KeychainTestSupport",
                            .product(name: "PostgresNIO", package: "postgres-nio"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),

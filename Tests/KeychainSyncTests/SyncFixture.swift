@@ -121,12 +121,12 @@ final class SyncServerProcess: Sendable {
     let port: Int
     var url: String { "http://127.0.0.1:\(port)" }
 
-    init(database: PostgresCluster, extra: [String] = []) throws {
+    init(database: PostgresCluster, port requested: Int = 0, extra: [String] = []) throws {
         var pipe = try ChildPipe()
         process = try ChildProcess.spawn(
             Built.path("keychain-sync-server"),
             arguments: ["--database-socket", database.socket, "--database-user", database.user,
-                        "--database-name", database.database, "--port", "0"] + extra,
+                        "--database-name", database.database, "--port", "\(requested)"] + extra,
             stdout: pipe.childEnd, stderr: nil)
         pipe.closeChildEnd()
         // "listening on 127.0.0.1:PORT", once the schema is migrated and the socket bound.
@@ -154,6 +154,12 @@ final class SyncServerProcess: Sendable {
 
     func stop() {
         process.send(SIGTERM)
+        _ = process.wait()
+    }
+
+    /// Killed outright, as a crash or an OOM kill would.
+    func kill() {
+        process.send(SIGKILL)
         _ = process.wait()
     }
 }
