@@ -188,23 +188,16 @@ public final class SyncEngine: KeychainSyncing {
                 incoming.append(taken)
                 versions[key] = change.version
             }
-            var next = state
-            next.cursor = page.last
+            state.cursor = page.last  // stored only with what the page brought, in one transaction
             if full && !page.more {
                 // Everything the server has was listed: what this device tracks and the server no longer has was
                 // deleted while this device was away longer than the tombstones are kept.
-                for key in next.items.keys where !seen.contains(key) {
+                for key in state.items.keys where !seen.contains(key) {
                     if let id = UUID(hexString: key) { incoming.append(.deleted(id: id)) }
                     versions[key] = -1
                 }
             }
-            let applied = try file.applySync(incoming) { result throws(KeychainError) in
-                Self.track(result, versions: versions, in: &next)
-                return try next.encoded()
-            }
-            state = next
-            totals.received += applied.written
-            totals.deleted += applied.deleted
+            try apply(incoming, versions: versions, to: &state, file: file, totals: &totals)
             if !page.more { return }
         }
     }
@@ -332,6 +325,14 @@ public final class SyncEngine: KeychainSyncing {
                 versions[change.id.hexString] = change.deleted ? -1 : change.version
             }
         }
+        try apply(incoming, versions: versions, to: &state, file: file, totals: &totals)
+    }
+
+    /// Takes `incoming` into the keychain and stores the state that records it, in one transaction; `state` is
+    /// the new one only once that committed.
+    private func apply(_ incoming: [IncomingSyncChange], versions: [String: Int64], to state: inout SyncState,
+                       file: KeychainFile, totals: inout SyncReport) throws(KeychainError)
+    {
         var next = state
         let applied = try file.applySync(incoming) { result throws(KeychainError) in
             Self.track(result, versions: versions, in: &next)
