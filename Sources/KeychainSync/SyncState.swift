@@ -88,3 +88,12 @@ struct SyncState: Codable, Sendable {
         return report
     }
 }
+
+extension SyncState: CustomStringConvertible, CustomDebugStringConvertible {
+    /// Never the keys: an account, a device, an epoch and counts.
+    var description: String {
+        "SyncState(account: \(account.hexString), device: \(device.hexString), epoch: \(epoch), items: \(items.count))"
+    }
+
+    var debugDescription: String { description }
+}

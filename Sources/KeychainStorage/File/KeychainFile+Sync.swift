@@ -79,12 +79,14 @@ extension KeychainFile {
         }
     }
 
-    /// Every synchronizable item's id and generation, without opening anything.
+    /// Every item that syncs (synchronizable, and not `…ThisDeviceOnly`: such an item is kept, as Apple's securityd
+    /// keeps it, but never leaves the device), by id and generation, without opening anything.
     public func synchronizableItems() throws(KeychainError) -> [SynchronizableItem] {
         applyAutoLock()
+        let deviceBound = Accessibility.allCases.filter(\.isThisDeviceOnly).map { "'\($0.rawValue)'" }.joined(separator: ", ")
         return try read { db in
             var out: [SynchronizableItem] = []
-            let rows = try Row.fetchCursor(db, sql: "SELECT uuid, gen FROM items WHERE sync = 1")
+            let rows = try Row.fetchCursor(db, sql: "SELECT uuid, gen FROM items WHERE sync = 1 AND class NOT IN (\(deviceBound))")
             while let row = try rows.next() {
                 let bytes: Data = row[0]
                 guard bytes.count == 16 else { throw KeychainError.decode("an item's identity is damaged") }
@@ -109,6 +111,7 @@ extension KeychainFile {
                                                     arguments: [uuidData(id)]).nextItemRow()
                 else { continue }
                 let (item, cls) = try openMeta(row)
+                guard !cls.isThisDeviceOnly else { continue }  // never leaves this device
                 guard classKey(cls) != nil else { throw lockedError(cls) }
                 let secret = try openSecret(row, item: item, query: nil, grants: AccessGrants())
                 var bytes = BackupArchive.encodeItem(item, secret: secret)
