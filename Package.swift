@@ -28,6 +28,8 @@ let package = Package(
         .executable(name: "git-credential-keychain", targets: ["GitCredentialKeychain"]),
         .executable(name: "docker-credential-keychain", targets: ["DockerCredentialKeychain"]),
         .executable(name: "keychain-sync-server", targets: ["keychain-sync-server"]),
+        // For the benchmarks in Benchmarks/: a load on the sync server speaks its protocol.
+        .library(name: "KeychainSyncProtocol", targets: ["KeychainSyncProtocol"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),

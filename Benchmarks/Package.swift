@@ -14,6 +14,8 @@ let package = Package(
         .package(path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
         // The store both executables read, built once per size.
@@ -62,6 +64,16 @@ let package = Package(
                 .product(name: "KeychainStorage", package: root),
             ],
             path: "Sources/PeerWorkload"
+        ),
+        // Signed item writes against keychain-sync-server instances, from many accounts at once.
+        .executableTarget(
+            name: "SyncLoad",
+            dependencies: [
+                .product(name: "KeychainSyncProtocol", package: root),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Sources/SyncLoad"
         ),
     ],
     swiftLanguageModes: [.v6]

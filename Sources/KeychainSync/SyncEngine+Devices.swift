@@ -41,7 +41,7 @@ extension SyncEngine {
     /// Where this device's join stands. Once a trusted device claimed it, the words to compare; once approved,
     /// the account's log (verified from its first entry, and extending the log the words were made from), the item
     /// keys (each share signed by a device of that log), then a first round.
-    func joinStatus(file: KeychainFile) throws(KeychainError) -> SyncReport {
+    func joinStatus(file: KeychainFile, confirm: (String) -> ConfirmationResponse) throws(KeychainError) -> SyncReport {
         var state = try state(of: file)
         guard let code = state.joinCode, let record = state.record else { return state.report() }
         let transport = try SyncTransport(state)
@@ -61,6 +61,15 @@ extension SyncEngine {
         }
         report.words = ConfirmationWords.words(account: claim.account, logHead: claimed.head, device: record)
         guard status.approved else { return report }
+        // This side confirms too: a server that claimed the join itself, for an account of its own, shows words
+        // that no device of the user's showed.
+        let question = "This device asks to sync this keychain with another device's account. Allow it only if the "
+            + "other device showed these words: \(report.words.joined(separator: " "))"
+        switch confirm(question) {
+        case .allow, .alwaysAllow: break
+        case .deny, .cancelled: throw KeychainError(.authFailed, "the join was not allowed on this device")
+        case .unavailable: throw KeychainError.interactionNotAllowed("nobody to ask whether the words match")
+        }
 
         // In: the account's whole log, as the devices' signatures make it.
         state.account = claim.account
@@ -76,9 +85,8 @@ extension SyncEngine {
         guard sharesReply.status == 200 else { throw SyncTransport.failure(sharesReply, doing: "send the item keys") }
         let agreement = try state.agreement()
         for share in try SyncTransport.decode(KeyShares.self, sharesReply).shares {
-            guard share.account == claim.account, share.recipient == state.device,
-                  let signer = log.devices[share.signer], share.isSigned(by: signer.signingKey),
-                  let key = try? share.open(with: agreement)
+            guard let key = Self.open(share, log: log, account: claim.account, recipient: state.device,
+                                      with: agreement)
             else { throw KeychainError.decode("a key share is not from a device of the account") }
             state.epochKeys[share.epoch] = key.withUnsafeBytes { Data($0) }
         }
@@ -147,6 +155,18 @@ extension SyncEngine {
         var report = state.report()
         report.words = words
         return report
+    }
+
+    /// A share's key, if the share is for `recipient` of `account` and signed by a device the log holds now (or by
+    /// the recovery key): a removed device's shares count for nothing.
+    static func open(_ share: KeyShare, log: VerifiedDeviceLog, account: Data, recipient: Data,
+                     with agreement: Curve25519.KeyAgreement.PrivateKey) -> SymmetricKey? {
+        let recovery = VerifiedDeviceLog.recoveryID(log.recoverySigningKey)
+        let signer = share.signer == recovery ? log.recoverySigningKey : log.devices[share.signer]?.signingKey
+        guard share.account == account, share.recipient == recipient, let signer, share.isSigned(by: signer) else {
+            return nil
+        }
+        return try? share.open(with: agreement)
     }
 
     // MARK: - The device log

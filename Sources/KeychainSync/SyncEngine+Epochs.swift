@@ -70,11 +70,9 @@ extension SyncEngine {
             let reply = try transport.send(.GET, "/v1/accounts/\(state.account.hexString)/shares")
             guard reply.status == 200 else { throw SyncTransport.failure(reply, doing: "send the item keys") }
             let agreement = try state.agreement()
-            let recovery = VerifiedDeviceLog.recoveryID(log.recoverySigningKey)
             for share in try SyncTransport.decode(KeyShares.self, reply).shares where state.epochKeys[share.epoch] == nil {
-                let signer = share.signer == recovery ? log.recoverySigningKey : log.devices[share.signer]?.signingKey
-                guard share.account == state.account, share.recipient == state.device, let signer,
-                      share.isSigned(by: signer), let key = try? share.open(with: agreement)
+                guard let key = Self.open(share, log: log, account: state.account, recipient: state.device,
+                                          with: agreement)
                 else { throw KeychainError.decode("a key share is not from a device of the account") }
                 state.epochKeys[share.epoch] = key.withUnsafeBytes { Data($0) }
             }
@@ -109,11 +107,11 @@ extension SyncEngine {
         guard sharesReply.status == 200 else { throw SyncTransport.failure(sharesReply, doing: "send the item keys") }
         var keys: [Int32: SymmetricKey] = [:]
         for share in try SyncTransport.decode(KeyShares.self, sharesReply).shares {
-            guard share.account == recovery.account, share.recipient == recovery.id,
-                  let signer = log.devices[share.signer]?.signingKey ?? entries.lazy.compactMap({
-                      DeviceLogEntry(encoded: $0.entry) }).first(where: { $0.device.id == share.signer })?.device.signingKey,
-                  share.isSigned(by: signer), let key = try? share.open(with: recovery.agreement)
-            else { throw KeychainError.decode("a key share for the recovery key is not from a device of the account") }
+            // Only a device the log holds now may have given it: a removed device's shares are passed over (the
+            // first device's share of epoch 1 among them, once that device is gone and a later epoch exists).
+            guard let key = Self.open(share, log: log, account: recovery.account, recipient: recovery.id,
+                                      with: recovery.agreement)
+            else { continue }
             keys[share.epoch] = key
         }
         guard keys[log.epoch] != nil else {

@@ -37,7 +37,7 @@ public final class SyncEngine: KeychainSyncing {
             return try round(file: file, state: try member(of: file))
         case .status: return try state(of: file).report()
         case .join(let server): return try join(server: server, file: file)
-        case .joinStatus: return try joinStatus(file: file)
+        case .joinStatus: return try joinStatus(file: file, confirm: confirm)
         case .approve(let code): return try approve(code: code, file: file, confirm: confirm)
         case .removeDevice(let id): return try removeDevice(id: id, file: file)
         case .recover(let server, let key): return try recover(server: server, recoveryKey: key, file: file)
@@ -129,9 +129,9 @@ public final class SyncEngine: KeychainSyncing {
             log: [genesis], lastSync: nil, joinCode: nil)
         try file.saveSyncState(state.encoded())
         logger.info("sync.account.created", metadata: ["server": "\(server.absoluteString)"])
-        var report = try round(file: file, state: state)
-        report.recoveryKey = recovery.display  // its only copy: the user's
-        return report
+        // No round here: whatever happens to the first round, the recovery key reaches the user (`security`
+        // runs the round next).
+        return state.report(recoveryKey: recovery.display)  // its only copy: the user's
     }
 
     static func randomID() -> Data { SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) } }
@@ -289,10 +289,17 @@ public final class SyncEngine: KeychainSyncing {
                     totals.sent += 1
                 case 409:
                     totals.conflicts += 1
-                    if let current = try SyncTransport.decode(WriteConflict.self, reply).current { lost.append(current) }
+                    if let current = try SyncTransport.decode(WriteConflict.self, reply).current {
+                        guard current.id == item.id.data, current.version > known else {
+                            throw KeychainError.decode("the sync server answered a write with another item or an older version")
+                        }
+                        lost.append(current)
+                    }
                 default: throw SyncTransport.failure(reply, doing: "store an item")
                 }
             }
+            // What the server accepted is recorded batch by batch: a failure later in the round loses none of it.
+            try file.saveSyncState(state.encoded())
         }
         for (key, tracked) in gone {
             let reply = try transport.send(.DELETE, base + key + "?base=\(tracked.version)&epoch=\(state.epoch)")
@@ -302,6 +309,9 @@ public final class SyncEngine: KeychainSyncing {
                 totals.sent += 1
             case 409:
                 let current = try SyncTransport.decode(WriteConflict.self, reply).current
+                if let current, current.id.hexString != key || current.version <= tracked.version {
+                    throw KeychainError.decode("the sync server answered a delete with another item or an older version")
+                }
                 if let current, !current.deleted {
                     totals.conflicts += 1
                     lost.append(current)  // another device changed it first: it comes back here
@@ -318,9 +328,8 @@ public final class SyncEngine: KeychainSyncing {
         var incoming: [IncomingSyncChange] = []
         var versions: [String: Int64] = [:]
         for change in lost {
-            var forgetting = state
-            forgetting.items[change.id.hexString] = nil  // the server's copy replaces what this device sent
-            if let taken = try take(change, state: forgetting) {
+            // Newer than what this device sent (checked above): the server's copy replaces it.
+            if let taken = try take(change, state: state) {
                 incoming.append(taken)
                 versions[change.id.hexString] = change.deleted ? -1 : change.version
             }

@@ -33,8 +33,8 @@ struct SyncTransport {
     static func serverURL(_ text: String) throws(KeychainError) -> URL {
         guard let url = URL(string: text.hasSuffix("/") ? String(text.dropLast()) : text),
               let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-              url.query == nil, url.fragment == nil
-        else { throw .param("the sync server must be an https:// URL") }
+              url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
+        else { throw .param("the sync server must be an https:// URL (with no user or password in it)") }
         let loopback = ["localhost", "127.0.0.1", "::1", "[::1]"].contains(host.lowercased())
         guard scheme == "https" || (scheme == "http" && loopback) else {
             throw .param("the sync server must be an https:// URL (http:// only on this machine)")
@@ -76,7 +76,10 @@ struct SyncTransport {
     }
 
     static func failure(_ reply: Reply, doing what: String) -> KeychainError {
-        let reason = (try? JSONDecoder().decode(SyncErrorBody.self, from: reply.body))?.reason ?? "HTTP \(reply.status)"
+        // The server's words, shown to the user: printable characters only, and not too many.
+        let said = (try? JSONDecoder().decode(SyncErrorBody.self, from: reply.body))?.reason ?? "HTTP \(reply.status)"
+        let reason = String(String.UnicodeScalarView(said.unicodeScalars.filter {
+            $0.properties.generalCategory != .control && $0.properties.generalCategory != .format }).prefix(200))
         switch reply.status {
         case 401, 403: return KeychainError(.authFailed, "the sync server refused to \(what): \(reason)")
         case 404: return KeychainError(.itemNotFound, "the sync server does not know this account: \(reason)")

@@ -252,7 +252,9 @@ struct SyncRoutes: Sendable {
             throw Refusal(.unauthorized, "the request is not signed")
         }
         let now = Int64(clock().timeIntervalSince1970)
-        guard abs(signature.time - now) <= SyncLimits.signatureWindow else {
+        // Any Int64 parses: the difference must not overflow (a trap here would end the server for everyone).
+        let (difference, overflow) = signature.time.subtractingReportingOverflow(now)
+        guard !overflow, difference.magnitude <= UInt64(SyncLimits.signatureWindow) else {
             throw Refusal(.unauthorized, "the request's time is too far from the server's")
         }
         return signature

@@ -14,7 +14,7 @@ extension SyncStore {
 
     func createJoin(_ request: JoinRequest, now: Date) async throws -> JoinOutcome {
         try await client.withTransaction(logger: logger) { db in
-            try await db.query("DELETE FROM joins WHERE expires < now() AND NOT approved", logger: logger)
+            try await db.query("DELETE FROM joins WHERE expires < now()", logger: logger)
             var pending = 0
             for try await count in try await db.query("SELECT count(*) FROM joins", logger: logger).decode(Int.self) {
                 pending = count

@@ -74,7 +74,9 @@ case "prefill":
             exit(1)
         }
     }
-case "fill":
+case "fill", "fill-sync":
+    // fill-sync: synchronizable items (docs/SYNC.md), for the sync benchmark.
+    let synchronizable = arguments.first == "fill-sync"
     do {
         let locations = KeychainLocations.current()
         let url = locations.url(forKeychain: "login")
@@ -86,7 +88,8 @@ case "fill":
             try file.addAll((start..<min(count, start + 10_000)).map { i throws(KeychainError) in
                 try QueryParser.parse(
                     ["class": "genp", "svce": "bench-fill", "acct": .string("fill-account-\(i)"),
-                     "labl": .string("label \(i)"), "v_Data": .data(Data("fill-password-\(i)".utf8))], for: .add)
+                     "labl": .string("label \(i)"), "v_Data": .data(Data("fill-password-\(i)".utf8)),
+                     "sync": .bool(synchronizable)], for: .add)
             }, caller: Caller(accessGroups: ["bench"]))
         }
         file.close()

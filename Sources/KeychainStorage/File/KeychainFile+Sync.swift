@@ -40,6 +40,13 @@ extension KeychainFile {
     /// change re-seals it and the file's manifest covers it). Never in a backup.
     static let syncStateService = "swift-keychain sync"
 
+    /// Sync is not use of the keychain: it neither keeps it unlocked (no activity is recorded, so background rounds
+    /// cannot defeat the idle lock) nor locks it (keychaind's timer does, and announces it). A keychain whose idle
+    /// time is up counts as locked.
+    private func syncMayUse() throws(KeychainError) {
+        if isIdleExpired { throw lockedError(.whenUnlocked) }
+    }
+
     private func syncStateItem(now: Date, uuid: UUID) -> Item {
         Item(itemClass: .genericPassword, attributes: [
             "svce": .string(Self.syncStateService), "acct": .string("state"), "labl": .string("Sync state"),
@@ -61,7 +68,7 @@ extension KeychainFile {
     /// The sync state (the sync engine's own encoding), or nil when this keychain does not sync.
     /// Needs the keychain unlocked once since keychaind started.
     public func syncState() throws(KeychainError) -> SecretBytes? {
-        applyAutoLock()
+        try syncMayUse()
         guard classKey(.afterFirstUnlockThisDeviceOnly) != nil else { throw lockedError(.afterFirstUnlockThisDeviceOnly) }
         return try read { db -> SecretBytes? in
             guard let row = try syncStateRow(db: db) else { return nil }
@@ -82,7 +89,7 @@ extension KeychainFile {
     /// Every item that syncs (synchronizable, and not `…ThisDeviceOnly`: such an item is kept, as Apple's securityd
     /// keeps it, but never leaves the device), by id and generation, without opening anything.
     public func synchronizableItems() throws(KeychainError) -> [SynchronizableItem] {
-        applyAutoLock()
+        try syncMayUse()
         let deviceBound = Accessibility.allCases.filter(\.isThisDeviceOnly).map { "'\($0.rawValue)'" }.joined(separator: ", ")
         return try read { db in
             var out: [SynchronizableItem] = []
@@ -102,7 +109,7 @@ extension KeychainFile {
     /// The records of the synchronizable items `ids` (those still here and still synchronizable), for sending.
     /// Every class they are in must be unlocked.
     public func syncRecords(_ ids: [UUID]) throws(KeychainError) -> [SynchronizableItem] {
-        applyAutoLock()
+        try syncMayUse()
         return try read { db in
             var out: [SynchronizableItem] = []
             let lookup = "SELECT \(ItemRow.columns) FROM items WHERE uuid = ? AND sync = 1"
@@ -131,7 +138,7 @@ extension KeychainFile {
                           state: (SyncApplication) throws(KeychainError) -> SecretBytes) throws(KeychainError)
         -> SyncApplication
     {
-        applyAutoLock()
+        try syncMayUse()
         guard classKey(.afterFirstUnlockThisDeviceOnly) != nil else { throw lockedError(.afterFirstUnlockThisDeviceOnly) }
         let now = configuration.clock()
         return try write { db, changes -> SyncApplication in
@@ -143,7 +150,7 @@ extension KeychainFile {
                 case .deleted(let id):
                     guard let row = try Row.fetchCursor(db.cachedStatement(sql: byID),
                                                         arguments: [uuidData(id)]).nextItemRow(),
-                          row.sync == 1
+                          row.sync == 1, !Self.isDeviceBound(row)
                     else { continue }
                     try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
                     changes.removed.append(contribution(of: row))
@@ -166,7 +173,7 @@ extension KeychainFile {
                     item.accessModel = .groups
                     let existing = try Row.fetchCursor(db.cachedStatement(sql: byID),
                                                        arguments: [uuidData(id)]).nextItemRow()
-                    if let existing, existing.sync != 1 {
+                    if let existing, existing.sync != 1 || Self.isDeviceBound(existing) {
                         result.unusable.append(id)  // the id names an item here that does not sync
                         continue
                     }
@@ -176,7 +183,18 @@ extension KeychainFile {
                                                       arguments: [item.itemClass.rawValue, primaryIndex]).nextItemRow(),
                        twin.rowID != existing?.rowID
                     {
-                        if twin.uuid.lexicographicallyPrecedes(uuidData(id)) || twin.sync != 1 {
+                        if twin.sync != 1 || Self.isDeviceBound(twin) {
+                            result.unusable.append(id)  // an item of this device alone holds that key: both stay
+                            continue
+                        }
+                        if twin.uuid.lexicographicallyPrecedes(uuidData(id)) {
+                            // The lower id here wins; this id's copy here (an update that now collides) goes too,
+                            // so that the next send deletes it everywhere instead of sending it again.
+                            if let existing {
+                                try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?")
+                                    .execute(arguments: [existing.rowID])
+                                changes.removed.append(contribution(of: existing))
+                            }
                             result.refused.append(id)
                             continue
                         }
@@ -204,7 +222,7 @@ extension KeychainFile {
 
     /// Writes the sync state alone (setting up, or a round that only sent).
     public func saveSyncState(_ state: SecretBytes) throws(KeychainError) {
-        applyAutoLock()
+        try syncMayUse()
         guard classKey(.afterFirstUnlockThisDeviceOnly) != nil else { throw lockedError(.afterFirstUnlockThisDeviceOnly) }
         let now = configuration.clock()
         try write { db, changes in try storeSyncState(state, now: now, db: db, changes: &changes) }
@@ -222,6 +240,11 @@ extension KeychainFile {
             item.accessModel = .groups
             try insert(seal(item, secret: state, generation: 1), db: db, changes: &changes)
         }
+    }
+
+    /// A `…ThisDeviceOnly` row: sync never sends, replaces or deletes it.
+    static func isDeviceBound(_ row: ItemRow) -> Bool {
+        Accessibility(rawValue: row.accessibility)?.isThisDeviceOnly ?? true
     }
 
     private func uuid(of row: ItemRow) -> UUID {

@@ -186,19 +186,25 @@ extension KeychainFile {
         keys.withLock { $0.lastActivity = now }
     }
 
+    /// Whether the keychain has been unlocked and idle longer than its interval: it locks at the next use or tick.
+    /// Reading this changes nothing.
+    public var isIdleExpired: Bool {
+        guard hasPassword else { return false }
+        let interval = (try? settings().lockInterval) ?? nil
+        let now = configuration.clock()
+        return keys.withLock { keys -> Bool in
+            guard let interval, keys.classKeys[.whenUnlocked] != nil else { return false }
+            return now.timeIntervalSince(keys.lastActivity) > Double(interval)
+        }
+    }
+
     /// Locks if the keychain has been idle longer than its interval (a password keychain only). Asking is not
     /// using: this never refreshes the idle timer, so polling the state (or a daemon's timer) cannot keep a
     /// keychain unlocked.
     /// - Returns: true when it locked the keychain now.
     @discardableResult
     public func lockIfIdle() -> Bool {
-        guard hasPassword else { return false }
-        let interval = (try? settings().lockInterval) ?? nil
-        let now = configuration.clock()
-        let expired = keys.withLock { keys -> Bool in
-            guard let interval, keys.classKeys[.whenUnlocked] != nil else { return false }
-            return now.timeIntervalSince(keys.lastActivity) > Double(interval)
-        }
+        let expired = isIdleExpired
         if expired {
             lock()
             configuration.logger.debug("keychain.lock.idle")

@@ -19,7 +19,7 @@ struct SyncCommands {
     func setUp(_ arguments: [String]) throws(CommandError) -> Int32 {
         let (server, keychainName) = try Self.options(arguments, server: true)
         guard let server else { throw .usage }
-        return try run(.setUp(server: server), keychainName, api: "sync-setup") { report in
+        let status = try run(.setUp(server: server), keychainName, api: "sync-setup") { report in
             Terminal.writeOut("This keychain now syncs with \(report.server) (account \(report.account), "
                               + "this device \(report.device)).\n")
             if let key = report.recoveryKey, let text = key.unprotectedString() {
@@ -29,8 +29,9 @@ struct SyncCommands {
 
                     """)
             }
-            Self.writeRound(report)
         }
+        guard status == 0 else { return status }
+        return try run(.now, keychainName, api: "sync-setup") { Self.writeRound($0) }  // the first round
     }
 
     /// `sync-join --server URL [--no-wait] [-k keychain]`: ask to join an account as a new device; then wait
