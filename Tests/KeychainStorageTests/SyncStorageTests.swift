@@ -57,4 +57,23 @@ struct SyncStorageTests {
         #expect(applied.unusable.count == 2)
         #expect(try target.file.synchronizableItems().count == 1)
     }
+
+    @Test("sync is not use: it keeps no keychain unlocked, and leaves the idle lock to keychaind's timer (which announces it)")
+    func syncIsNotUse() throws {
+        let clock = ManualClock()
+        let t = try TestFile(password: "pw", clock: clock.read)
+        try t.file.setSettings(KeychainSettings(lockInterval: 60, lockOnSleep: false))
+        try t.file.unlock(password: SecretBytes(utf8: "pw"))
+        try t.add(["class": "genp", "acct": "a", "svce": "s", "sync": true])  // a use, at the start
+        for _ in 0..<5 {
+            clock.now += 10
+            _ = try t.file.synchronizableItems()
+            _ = try t.file.syncState()
+        }
+        clock.now += 11
+        // Idle for 61 s whatever sync read meanwhile; sync calls it locked but does not lock it itself...
+        #expect(throws: KeychainError(.interactionNotAllowed)) { try t.file.synchronizableItems() }
+        // ...so the timer's own check is the one that locks it (and keychaind announces that).
+        #expect(t.file.lockIfIdle())
+    }
 }

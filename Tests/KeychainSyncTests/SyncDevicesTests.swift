@@ -126,6 +126,18 @@ struct SyncDevicesTests {
             #expect(waiting.stdout.contains("Not approved yet"))
             #expect(try second.security("sync-now").status != 0)
 
+            // The user says no on the new device (the words did not match what the trusted one showed): 51, and it
+            // took no key.
+            let other = try Device("other")
+            defer { other.cleanUp() }
+            try "deny\n".write(to: other.answers, atomically: true, encoding: .utf8)
+            let otherAsked = try other.security("sync-join", "--server", server.url, "--no-wait")
+            let otherCode = try #require(Self.code(in: otherAsked.stdout))
+            #expect(try first.security("sync-approve", otherCode).status == 0)
+            #expect(try other.security("sync-join", "--no-wait").status == 51)
+            #expect(other.questions.contains("other device showed these words"))
+            #expect(try other.security("sync-now").status != 0)
+
             // The server puts keys of its own in place of the new device's: the trusted device's words are not the
             // new device's, and the new device refuses the join whatever the user answered.
             let attacker = String(repeating: "ab", count: 32)

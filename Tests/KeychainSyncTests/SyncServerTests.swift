@@ -121,6 +121,11 @@ struct SyncServerTests {
             let late = try RequestSignature.sign(method: "PUT", target: path, body: body, device: client.device,
                                                  key: client.key, now: Date().addingTimeInterval(-600))
             #expect(try await client.send(.PUT, path, body: body, signature: late).status == 401)
+            // A time whose difference from the server's clock overflows: refused, and the server is still there.
+            let overflowing = RequestSignature(device: client.device, time: Int64.min, nonce: Data(count: 16),
+                                               signature: Data(count: 64))
+            #expect(try await client.send(.PUT, path, body: body, signature: overflowing).status == 401)
+            #expect(try await client.send(.GET, "/health", signed: false).status == 200)
             #expect(try database.sql("SELECT count(*) FROM items").hasPrefix("0"))
 
             // The same signed request twice: the second is a replay.
