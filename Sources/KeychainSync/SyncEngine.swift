@@ -190,12 +190,11 @@ public final class SyncEngine: KeychainSyncing {
             }
             state.cursor = page.last  // stored only with what the page brought, in one transaction
             if full && !page.more {
-                // Everything the server has was listed: what this device tracks and the server no longer has was
-                // deleted while this device was away longer than the tombstones are kept.
-                for key in state.items.keys where !seen.contains(key) {
-                    if let id = UUID(hexString: key) { incoming.append(.deleted(id: id)) }
-                    versions[key] = -1
-                }
+                // Everything the server has was listed. What this device tracks and the server no longer lists may
+                // have been deleted while this device was away longer than tombstones are kept, or the server may
+                // be lying: nothing is deleted on its word. Those items go up again as new (a deletion older than
+                // the horizon can come back; an item is never lost).
+                for key in state.items.keys where !seen.contains(key) { state.items[key] = nil }
             }
             try apply(incoming, versions: versions, to: &state, file: file, totals: &totals)
             if !page.more { return }
@@ -208,15 +207,24 @@ public final class SyncEngine: KeychainSyncing {
         guard change.id.count == SyncLimits.idLength, let id = UUID(data: change.id) else {
             throw KeychainError.decode("the sync server sent a malformed item id")
         }
-        if let known = state.items[change.id.hexString] {
-            guard change.version >= known.version else {
+        let known = state.items[change.id.hexString]?.version ?? state.deleted?[change.id.hexString]
+        if let known {
+            guard change.version >= known else {
                 throw KeychainError.decode("the sync server sent an older version of an item than this device has")
             }
-            if change.version == known.version { return nil }
+            if change.version == known { return nil }
         }
-        if change.deleted { return .deleted(id: id) }
+        // Sealed under an epoch older than the account's: from a device that was removed (or a forgery with its
+        // key). Not taken; the devices of the account write under the current epoch only.
+        if change.epoch < state.epoch { return nil }
         guard let ciphertext = change.ciphertext, let key = state.epochKey(change.epoch) else {
             throw KeychainError.decode("the sync server sent an item of an epoch this device has no key for")
+        }
+        if change.deleted {
+            guard ItemCipher.isTombstone(ciphertext, epochKey: key, account: state.account, item: change.id,
+                                         epoch: change.epoch, version: change.version)
+            else { throw KeychainError.decode("a deletion from the sync server is not one a device of the account made") }
+            return .deleted(id: id)
         }
         let plaintext: Data
         do {
@@ -231,11 +239,15 @@ public final class SyncEngine: KeychainSyncing {
     /// Records what a transaction took: each item's server version with its new generation here; items displaced
     /// or refused by the lower-id rule stay tracked with a generation no row has, so the next send deletes them on
     /// the server too.
-    private static func track(_ result: SyncApplication, versions: [String: Int64], in state: inout SyncState) {
+    private static func track(_ result: SyncApplication, versions: [String: Int64], deletions: Set<String>,
+                              in state: inout SyncState) {
         for (key, version) in versions {
             guard let id = UUID(hexString: key) else { continue }
             if version < 0 {
                 state.items[key] = nil
+            } else if deletions.contains(key) {
+                state.items[key] = nil
+                state.rememberDeleted(key, version: version)
             } else if let generation = result.generations[id] {
                 state.items[key] = SyncState.Tracked(version: version, generation: generation)
             } else if result.refused.contains(id) {
@@ -302,10 +314,18 @@ public final class SyncEngine: KeychainSyncing {
             try file.saveSyncState(state.encoded())
         }
         for (key, tracked) in gone {
-            let reply = try transport.send(.DELETE, base + key + "?base=\(tracked.version)&epoch=\(state.epoch)")
+            guard let id = Data(hex: key),
+                  let tombstone = try? ItemCipher.sealTombstone(epochKey: epochKey, account: state.account, item: id,
+                                                                epoch: state.epoch, version: tracked.version + 1),
+                  let body = try? JSONEncoder().encode(ItemWrite(base: tracked.version, epoch: state.epoch,
+                                                                 ciphertext: tombstone))
+            else { continue }
+            let reply = try transport.send(.DELETE, base + key, body: body)
             switch reply.status {
             case 200:
+                let accepted = try SyncTransport.decode(WriteAccepted.self, reply)
                 state.items[key] = nil
+                state.rememberDeleted(key, version: accepted.version)
                 totals.sent += 1
             case 409:
                 let current = try SyncTransport.decode(WriteConflict.self, reply).current
@@ -342,9 +362,11 @@ public final class SyncEngine: KeychainSyncing {
     private func apply(_ incoming: [IncomingSyncChange], versions: [String: Int64], to state: inout SyncState,
                        file: KeychainFile, totals: inout SyncReport) throws(KeychainError)
     {
+        var deletions = Set<String>()
+        for change in incoming { if case .deleted(let id) = change { deletions.insert(id.data.hexString) } }
         var next = state
         let applied = try file.applySync(incoming) { result throws(KeychainError) in
-            Self.track(result, versions: versions, in: &next)
+            Self.track(result, versions: versions, deletions: deletions, in: &next)
             return try next.encoded()
         }
         state = next

@@ -32,6 +32,22 @@ struct SyncState: Codable, Sendable {
     var lastSync: Double?
     /// While joining: the code the server gave; the account is unknown until a trusted device claims the join.
     var joinCode: String?
+    /// Items deleted (by id, hex) with their tombstone's version: an older version of them is never taken again.
+    var deleted: [String: Int64]?
+
+    /// At most this many deleted ids are remembered (the oldest versions are forgotten first).
+    static let deletedMemory = 100_000
+
+    mutating func rememberDeleted(_ key: String, version: Int64) {
+        var all = deleted ?? [:]
+        all[key] = max(all[key] ?? 0, version)
+        if all.count > Self.deletedMemory {
+            for (old, _) in all.sorted(by: { $0.value < $1.value }).prefix(all.count - Self.deletedMemory) {
+                all[old] = nil
+            }
+        }
+        deleted = all
+    }
 
     var record: DeviceRecord? {
         guard let signing = try? P256.Signing.PrivateKey(rawRepresentation: signingKey),

@@ -7,6 +7,10 @@ import Foundation
 /// version unnoticed; a replayed old version is caught by the version check of the device.
 public enum ItemCipher {
     public static let format: UInt8 = 1
+    /// A tombstone is sealed too (an empty record under its own format byte): a server cannot delete an item on a
+    /// device, or bring a deleted one back, with anything it made itself.
+    public static let tombstoneFormat: UInt8 = 2
+    static let tombstoneRecord = Data("keychain-sync-tombstone".utf8)
 
     public enum Failure: Error, Equatable {
         case tooLarge, unreadable
@@ -17,7 +21,8 @@ public enum ItemCipher {
                                info: Data("keychain-sync-item-v1".utf8) + item, outputByteCount: 32)
     }
 
-    public static func associatedData(account: Data, item: Data, epoch: Int32, version: Int64) -> Data {
+    public static func associatedData(account: Data, item: Data, epoch: Int32, version: Int64,
+                                      format: UInt8 = format) -> Data {
         var aad = Data("keychain-sync-aad-v1".utf8)
         aad.append(UInt8(account.count)); aad.append(account)
         aad.append(UInt8(item.count)); aad.append(item)
@@ -35,8 +40,21 @@ public enum ItemCipher {
         return size
     }
 
+    public static func sealTombstone(epochKey: SymmetricKey, account: Data, item: Data, epoch: Int32,
+                                     version: Int64) throws(Failure) -> Data {
+        try seal(tombstoneRecord, epochKey: epochKey, account: account, item: item, epoch: epoch, version: version,
+                 format: tombstoneFormat)
+    }
+
+    /// Whether `ciphertext` is the tombstone of this item, epoch and version, sealed by a holder of the epoch's key.
+    public static func isTombstone(_ ciphertext: Data, epochKey: SymmetricKey, account: Data, item: Data,
+                                   epoch: Int32, version: Int64) -> Bool {
+        (try? open(ciphertext, epochKey: epochKey, account: account, item: item, epoch: epoch, version: version,
+                   format: tombstoneFormat)) == tombstoneRecord
+    }
+
     public static func seal(_ plaintext: Data, epochKey: SymmetricKey, account: Data, item: Data, epoch: Int32,
-                            version: Int64) throws(Failure) -> Data
+                            version: Int64, format: UInt8 = format) throws(Failure) -> Data
     {
         let length = paddedLength(plaintext.count)
         guard length + 28 <= SyncLimits.maxCiphertext else { throw .tooLarge }
@@ -45,7 +63,7 @@ public enum ItemCipher {
         padded.append(Data(count: length - padded.count))
         defer { padded.resetBytes(in: 0..<padded.count) }
         let key = itemKey(epochKey: epochKey, account: account, item: item)
-        let aad = associatedData(account: account, item: item, epoch: epoch, version: version)
+        let aad = associatedData(account: account, item: item, epoch: epoch, version: version, format: format)
         guard let box = try? AES.GCM.seal(padded, using: key, authenticating: aad), let combined = box.combined else {
             throw .unreadable
         }
@@ -53,10 +71,10 @@ public enum ItemCipher {
     }
 
     public static func open(_ ciphertext: Data, epochKey: SymmetricKey, account: Data, item: Data, epoch: Int32,
-                            version: Int64) throws(Failure) -> Data
+                            version: Int64, format: UInt8 = format) throws(Failure) -> Data
     {
         let key = itemKey(epochKey: epochKey, account: account, item: item)
-        let aad = associatedData(account: account, item: item, epoch: epoch, version: version)
+        let aad = associatedData(account: account, item: item, epoch: epoch, version: version, format: format)
         guard let box = try? AES.GCM.SealedBox(combined: ciphertext),
               var padded = try? AES.GCM.open(box, using: key, authenticating: aad),
               padded.count == paddedLength(0) || padded.count.nonzeroBitCount == 1,

@@ -85,6 +85,11 @@ enum Migrations {
             )
             """,
         ]),
+        (3, [
+            // Tombstones carry a sealed marker now; the account knows its epoch (writes under an older one refused).
+            "ALTER TABLE items DROP CONSTRAINT IF EXISTS items_check",
+            "ALTER TABLE accounts ADD COLUMN epoch integer NOT NULL DEFAULT 1",
+        ]),
     ]
 
     /// Brings the database to the newest schema; returns the versions applied now.

@@ -220,29 +220,28 @@ struct SyncRoutes: Sendable {
     }
 
     private func writeItem(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try await write(request, context, deleted: false)
+    }
+
+    /// A delete carries the item's sealed tombstone (docs/SYNC-PROTOCOL.md): the server keeps it in the row.
+    private func deleteItem(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try await write(request, context, deleted: true)
+    }
+
+    private func write(_ request: Request, _ context: BasicRequestContext, deleted: Bool) async throws -> Response {
         let account = try Self.id(context, "account")
         let item = try Self.id(context, "item")
         let body = try await Self.body(of: request)
         try await authenticate(request, account: account, body: body)
         let write = try Self.decode(ItemWrite.self, body)
-        guard write.base >= 0, write.epoch >= 1 else { throw Refusal(.badRequest, "base and epoch out of range") }
+        guard write.base >= 0, write.epoch >= 1, !deleted || write.base >= 1 else {
+            throw Refusal(.badRequest, "base and epoch out of range")
+        }
         guard write.ciphertext.count <= SyncLimits.maxCiphertext, write.ciphertext.count >= 512 + 28 else {
             throw Refusal(.contentTooLarge, "an item's ciphertext is 540 bytes to \(SyncLimits.maxCiphertext)")
         }
         return try Self.outcome(await store.write(account: account, id: item, base: write.base, epoch: write.epoch,
-                                                  ciphertext: write.ciphertext))
-    }
-
-    private func deleteItem(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let account = try Self.id(context, "account")
-        let item = try Self.id(context, "item")
-        try await authenticate(request, account: account, body: ByteBuffer())
-        let query = request.uri.queryParameters
-        guard let base = query["base"].flatMap({ Int64(String($0)) }), base >= 1,
-              let epoch = query["epoch"].flatMap({ Int32(String($0)) }), epoch >= 1
-        else { throw Refusal(.badRequest, "base and epoch are required") }
-        return try Self.outcome(await store.write(account: account, id: item, base: base, epoch: epoch,
-                                                  ciphertext: nil))
+                                                  ciphertext: write.ciphertext, deleted: deleted))
     }
 
     // MARK: Signatures
@@ -319,6 +318,8 @@ struct SyncRoutes: Sendable {
         case .accepted(let accepted): return json(.ok, accepted)
         case .conflict(let current):
             return json(.conflict, WriteConflict(reason: "the item changed on the server", current: current))
+        case .staleEpoch(let epoch):
+            throw Refusal(.preconditionFailed, "the account is at epoch \(epoch): take its key from the device log")
         case .accountFull: throw Refusal(.init(code: 507, reasonPhrase: "Insufficient Storage"), "the account holds \(SyncLimits.maxItemsPerAccount) items")
         case .noAccount: throw Refusal(.notFound, "no such account")
         }

@@ -125,6 +125,8 @@ extension SyncStore {
                 try await db.query(
                     "UPDATE devices SET revoked = true WHERE account = \(account) AND id = \(entry.device.id)",
                     logger: logger)
+                try await db.query(
+                    "UPDATE accounts SET epoch = GREATEST(epoch, \(entry.epoch)) WHERE id = \(account)", logger: logger)
             case .genesis:
                 return .notNext
             }

@@ -15,6 +15,8 @@ struct SyncStore: Sendable {
     enum WriteOutcome: Sendable, Equatable {
         case accepted(WriteAccepted)
         case conflict(ItemChange?)
+        /// The account moved to a later epoch: a device learns it from the device log, then writes again.
+        case staleEpoch(Int32)
         case accountFull
         case noAccount
     }
@@ -108,13 +110,16 @@ struct SyncStore: Sendable {
 
     /// Writes a new version of an item (ciphertext) or its tombstone (nil), if the item's current version is `base`
     /// (0 when the server has none): compare-and-swap, so the first writer wins and the loser gets the current row.
-    func write(account: Data, id: Data, base: Int64, epoch: Int32, ciphertext: Data?) async throws -> WriteOutcome {
+    func write(account: Data, id: Data, base: Int64, epoch: Int32, ciphertext: Data, deleted: Bool) async throws
+        -> WriteOutcome
+    {
         try await client.withTransaction(logger: logger) { db in
-            var locked: (seq: Int64, count: Int32)?
+            var locked: (seq: Int64, count: Int32, epoch: Int32)?
             for try await row in try await db.query(
-                "SELECT last_seq, item_count FROM accounts WHERE id = \(account) FOR UPDATE",
-                logger: logger).decode((Int64, Int32).self) { locked = row }
+                "SELECT last_seq, item_count, epoch FROM accounts WHERE id = \(account) FOR UPDATE",
+                logger: logger).decode((Int64, Int32, Int32).self) { locked = row }
             guard let locked else { return .noAccount }
+            guard epoch >= locked.epoch else { return .staleEpoch(locked.epoch) }
             var current: ItemChange?
             for try await (epoch, version, seq, deleted, modified, ciphertext) in try await db.query("""
                 SELECT epoch, version, seq, deleted, modified, ciphertext FROM items
@@ -125,12 +130,11 @@ struct SyncStore: Sendable {
             }
             guard (current?.version ?? 0) == base else { return .conflict(current) }
             if current == nil {
-                guard ciphertext != nil else { return .conflict(nil) }  // nothing to delete
+                guard !deleted else { return .conflict(nil) }  // nothing to delete
                 guard locked.count < SyncLimits.maxItemsPerAccount else { return .accountFull }
             }
             let seq = locked.seq + 1
             let version = base + 1
-            let deleted = ciphertext == nil
             try await db.query("""
                 INSERT INTO items (account, id, epoch, version, seq, deleted, modified, ciphertext)
                 VALUES (\(account), \(id), \(epoch), \(version), \(seq), \(deleted), now(), \(ciphertext))

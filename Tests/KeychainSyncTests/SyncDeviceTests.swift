@@ -42,10 +42,10 @@ struct SyncDeviceTests {
             let read = try device.example("get", "canary-service-s", "canary-account-s")
             #expect(read.stdout == "canary-secret-2\n")
 
-            // A delete leaves a tombstone with the next version and no ciphertext.
+            // A delete leaves a tombstone with the next version: a sealed marker, not the item.
             #expect(try device.example("delete", "canary-service-s", "canary-account-s").status == 0)
             #expect(try device.security("sync-now").stdout.contains("sent 1,"))
-            #expect(try database.sql("SELECT version, deleted, ciphertext IS NULL FROM items") == "3|t|t\n")
+            #expect(try database.sql("SELECT version, deleted, length(ciphertext) FROM items") == "3|t|540\n")
             let status = try device.security("sync-status")
             #expect(status.stdout.contains("items:    0"))
         }

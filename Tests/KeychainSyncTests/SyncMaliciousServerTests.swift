@@ -47,6 +47,10 @@ struct SyncMaliciousServerTests {
             // Moved to another epoch (one no device has a key for).
             try Self.expectRefused(second, database, attack: "\(bump) UPDATE items SET epoch = 7",
                                    undo: restore + unbump, reason: "epoch", items: items)
+            // A deletion the server makes up: a newer version marked deleted, with the item's own ciphertext.
+            try Self.expectRefused(second, database, attack: "\(bump) UPDATE items SET deleted = true",
+                                   undo: "UPDATE items SET deleted = false; " + restore + unbump,
+                                   reason: "deletion", items: items)
             // The same ciphertext sent again under a newer version (a replay).
             try Self.expectRefused(second, database, attack: bump, undo: unbump, reason: "does not open", items: items)
         }
@@ -94,6 +98,30 @@ struct SyncMaliciousServerTests {
             #expect(refused.status == 93, "\(refused.stdout) \(refused.stderr)")
             #expect(refused.stderr.contains("key share"))
             #expect(try third.example("get", "one", "acct").status == 44)
+        }
+    }
+
+    @Test("a deleted item does not come back: not as its old version, nor by a full resync the server forces")
+    func deletedStaysDeleted() throws {
+        try SyncDevicesTests.withAccount { database, server, first, second in
+            #expect(try first.example("set", "gone", "acct", stdin: "old-secret").status == 0)
+            #expect(try first.example("set", "kept", "acct", stdin: "kept-secret").status == 0)
+            #expect(try first.security("sync-setup", "--server", server.url).status == 0)
+            _ = try SyncDevicesTests.join(second, to: first, server: server)
+            _ = try database.sql("CREATE TABLE before_delete AS SELECT * FROM items")
+            #expect(try first.example("delete", "gone", "acct").status == 0)
+            #expect(try first.security("sync-now").status == 0)
+            #expect(try second.security("sync-now").stdout.contains("deleted here 1"))
+            // The server puts the deleted item's old row back, as a newer change.
+            _ = try database.sql("""
+                UPDATE items i SET deleted = false, ciphertext = b.ciphertext, version = b.version,
+                    seq = (SELECT last_seq + 1 FROM accounts) FROM before_delete b WHERE b.id = i.id AND i.deleted;
+                UPDATE accounts SET last_seq = last_seq + 1
+                """)
+            let back = try second.security("sync-now")
+            #expect(back.status == 93, "\(back.stdout) \(back.stderr)")
+            #expect(back.stderr.contains("older version"))
+            #expect(try second.example("get", "gone", "acct").status == 44)
         }
     }
 }

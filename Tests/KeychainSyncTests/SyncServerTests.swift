@@ -67,6 +67,12 @@ struct SyncServerTests {
             return try await send(.PUT, "/v1/accounts/\(account.hexString)/items/\(item.hexString)", body: body)
         }
 
+        /// A delete: the tombstone is sealed by the device; the server only needs a ciphertext of the right size.
+        func delete(_ item: Data, base: Int64) async throws -> Reply {
+            let body = try JSONEncoder().encode(ItemWrite(base: base, epoch: 1, ciphertext: Data(count: 540)))
+            return try await send(.DELETE, "/v1/accounts/\(account.hexString)/items/\(item.hexString)", body: body)
+        }
+
         func changes(after: Int64) async throws -> Reply {
             try await send(.GET, "/v1/accounts/\(account.hexString)/changes?after=\(after)")
         }
@@ -85,11 +91,11 @@ struct SyncServerTests {
     func schemaHealthAndMetrics() async throws {
         try await Self.withServer { database, server in
             #expect(try database.sql("SELECT version FROM schema_migrations ORDER BY version")
-                .split(separator: "\n") == ["1", "2"])
+                .split(separator: "\n") == ["1", "2", "3"])
             // A second instance on the same database finds nothing to migrate and serves beside the first.
             let second = try SyncServerProcess(database: database)
             defer { second.stop() }
-            #expect(try database.sql("SELECT count(*) FROM schema_migrations") == "2\n")
+            #expect(try database.sql("SELECT count(*) FROM schema_migrations") == "3\n")
             let client = Client(base: server.url)
             let health = try await client.send(.GET, "/health", signed: false)
             #expect(health.status == 200)
@@ -168,12 +174,11 @@ struct SyncServerTests {
             #expect(page.last == 3 && !page.more)
             #expect(try await client.changes(after: 2).decoded(ChangePage.self).changes.map(\.id) == [other])
             // A delete is a tombstone with the next version; a stale delete loses.
-            let stale = try await client.send(.DELETE, "/v1/accounts/\(client.account.hexString)/items/\(item.hexString)?base=1&epoch=1")
-            #expect(stale.status == 409)
-            let deleted = try await client.send(.DELETE, "/v1/accounts/\(client.account.hexString)/items/\(item.hexString)?base=2&epoch=1")
+            #expect(try await client.delete(item, base: 1).status == 409)
+            let deleted = try await client.delete(item, base: 2)
             #expect(try deleted.decoded(WriteAccepted.self).version == 3)
             let after = try await client.changes(after: 3).decoded(ChangePage.self)
-            #expect(after.changes.count == 1 && after.changes[0].deleted && after.changes[0].ciphertext == nil)
+            #expect(after.changes.count == 1 && after.changes[0].deleted && after.changes[0].ciphertext?.count == 540)
         }
     }
 
@@ -210,14 +215,13 @@ struct SyncServerTests {
         try await Self.withServer(["--tombstone-seconds", "1"]) { database, server in
             let client = Client(base: server.url)
             _ = try await client.createAccount()
-            let base = "/v1/accounts/\(client.account.hexString)/items/"
             let a = Data(repeating: 0xa, count: 16), b = Data(repeating: 0xb, count: 16)
             _ = try await client.put(a, base: 0)  // seq 1
             _ = try await client.put(b, base: 0)  // seq 2
             #expect(try await client.changes(after: 0).decoded(ChangePage.self).horizonSeconds == 1)
-            _ = try await client.send(.DELETE, base + a.hexString + "?base=1&epoch=1")  // seq 3
+            _ = try await client.delete(a, base: 1)  // seq 3
             try await Task.sleep(for: .seconds(2))
-            _ = try await client.send(.DELETE, base + b.hexString + "?base=1&epoch=1")  // seq 4; purges a's tombstone
+            _ = try await client.delete(b, base: 1)  // seq 4; purges a's tombstone
             #expect(try database.sql("SELECT count(*) FROM items").hasPrefix("1"))
             let behind = try await client.changes(after: 2)
             #expect(behind.status == 410)
