@@ -207,6 +207,7 @@ let package = Package(
         .target(
             name: "KeychainSyncProtocol",
             dependencies: [
+                "KeychainCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

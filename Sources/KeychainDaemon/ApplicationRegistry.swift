@@ -93,18 +93,7 @@ struct ApplicationRegistry: Sendable {
         return body()
     }
 
-    static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+    static func hex(_ data: Data) -> String { Hex.string(data) }
 
-    static func bytes(hex: Substring) -> Data? {
-        guard hex.count % 2 == 0 else { return nil }
-        var out = Data()
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-            out.append(byte)
-            index = next
-        }
-        return out
-    }
+    static func bytes(hex: Substring) -> Data? { Hex.bytes(hex).map { Data($0) } }
 }

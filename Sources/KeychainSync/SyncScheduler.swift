@@ -69,8 +69,11 @@ final class SyncScheduler: Sendable {
 
     private func run() {
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        var retrySoon = false
         while true {
-            let woken = wake.wait(timeout: .now() + seconds) == .success
+            // A keychain that was busy last pass is looked at again in half a second, not at the next timer.
+            var woken = wake.wait(timeout: .now() + (retrySoon ? 0.5 : seconds)) == .success
+            if retrySoon { woken = true }
             if woken {
                 // A burst of writes (an import, a restore) makes one round, not one per write.
                 Thread.sleep(forTimeInterval: 0.3)
@@ -83,13 +86,19 @@ final class SyncScheduler: Sendable {
             for file in files() where !woken || paths.contains(file.url.path) {
                 syncQuietly(file)
             }
+            retrySoon = changed.withLock { !$0.isEmpty }
         }
     }
 
     private func syncQuietly(_ file: KeychainFile) {
         do throws(KeychainError) {
             guard let secret = try file.syncState(), try SyncState.decode(secret).joinCode == nil else { return }
-            guard let report = try engine.roundIfIdle(on: file) else { return }  // a command is syncing it now
+            guard let report = try engine.roundIfIdle(on: file) else {
+                // Another operation on it is under way: what woke this pass may have come after it began, so the
+                // keychain is looked at again once that is done.
+                changed.withLock { _ = $0.insert(file.url.path) }
+                return
+            }
             if report.sent + report.received + report.deleted > 0 {
                 logger.info("sync.round", metadata: ["sent": "\(report.sent)", "received": "\(report.received)",
                                                      "deleted": "\(report.deleted)"])

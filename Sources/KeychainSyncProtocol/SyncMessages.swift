@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 
 /// What a device and the sync server exchange (docs/SYNC-PROTOCOL.md). JSON bodies; byte fields are base64.
 /// The server sees ids, versions, epochs, sizes and times, never an attribute, a label or a secret.
@@ -155,20 +156,11 @@ public struct DeviceLog: Codable, Sendable, Equatable {
 
 extension Data {
     /// Lowercase hex, as ids appear in paths.
-    public var hexString: String { map { String(format: "%02x", $0) }.joined() }
+    public var hexString: String { Hex.string(self) }
 
     /// Parses lowercase or uppercase hex; nil for anything else.
     public init?(hex: some StringProtocol) {
-        guard hex.count % 2 == 0, hex.allSatisfy(\.isHexDigit) else { return nil }
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(hex.count / 2)
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
+        guard let bytes = Hex.bytes(hex) else { return nil }
         self.init(bytes)
     }
 }

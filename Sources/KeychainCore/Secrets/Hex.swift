@@ -16,6 +16,21 @@ public enum Hex {
         padded(String(value, radix: 16, uppercase: uppercase), to: 8)
     }
 
+    /// The bytes that pairs of hexadecimal digits (either case) spell; nil for anything else.
+    public static func bytes(_ text: some StringProtocol) -> [UInt8]? {
+        guard text.count % 2 == 0, text.allSatisfy(\.isHexDigit) else { return nil }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(text.count / 2)
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        return bytes
+    }
+
     /// Three octal digits, as C's `\ooo` escapes.
     public static func octal(_ value: UInt8) -> String { padded(String(value, radix: 8), to: 3) }
 
