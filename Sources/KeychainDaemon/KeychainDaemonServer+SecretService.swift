@@ -16,8 +16,8 @@ import Glibc
 /// a keychaind started for it while this one serves the socket.
 extension KeychainDaemonServer {
     /// Serves the Secret Service on `connection` (the session bus) from this daemon's keychains: each caller the
-    /// bus names is identified like a socket peer and gets a service that sees every access group (as `security`
-    /// does: the Secret Service has no groups) with its own program for the items' trusted-application lists.
+    /// bus names is identified like a socket peer and gets a service with its own program and groups
+    /// (``secretServiceCaller(for:)``).
     public func serveSecretService(on connection: DBusConnection, replace: Bool) throws(SecretServiceServer.StartError) {
         // What the collection list is (read as keychaind itself sees the preferences).
         let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
@@ -25,7 +25,7 @@ extension KeychainDaemonServer {
         let server = SecretServiceServer(connection: connection, observer: observer,
                                          publish: { [self] event in publish(event) }) { [self] peer in
             guard let claimed = policy.caller(for: peer) else { return nil }
-            let caller = Caller(accessGroups: ["org.freedesktop.secrets", Caller.wildcardGroup], application: claimed.application)
+            let caller = secretServiceCaller(for: claimed)
             // Its questions are its prompts' (Unlock, CreateCollection): a call itself never asks.
             return register(EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
                                                     baseConfiguration: fileConfiguration))
@@ -37,6 +37,19 @@ extension KeychainDaemonServer {
         secretService.withLock { $0 = server }
     }
 
+    /// Who a program is over D-Bus: the Secret Service's own group (where its new items land, as file keychain
+    /// items that every program sees and their trusted-application lists guard) and the groups the program's files
+    /// claim, admitted as on the socket (a group bound to other programs is left out: a D-Bus call has nobody to
+    /// ask about it). Never the wildcard, not even for the keychain's own tools: an item a program keeps in its
+    /// access group (a data-protection item, a synchronizable one) is not on the bus for other programs at all,
+    /// not its secret, not its attributes (docs/ARCHITECTURE.md "The Secret Service and access groups").
+    func secretServiceCaller(for claimed: Caller) -> Caller {
+        let own = Caller(accessGroups: CallerPolicy.claimable(claimed.accessGroups), application: claimed.application)
+        let admitted = registry.admit(own) { _, _ in .unavailable }
+        var groups = [SecretServiceServer.itemGroup]
+        for group in admitted.accessGroups where !groups.contains(group) { groups.append(group) }
+        return Caller(accessGroups: groups, application: claimed.application)
+    }
 
     /// A keychaind started for the Secret Service (by D-Bus activation, or systemd for it) found this one serving
     /// the socket: this one takes org.freedesktop.secrets on that bus, so that one process holds the keys and the

@@ -187,6 +187,38 @@ struct SecretServiceTests {
         #expect(pinentry.confirmations == 4)
     }
 
+    @Test("issue 21 §1: an item a program keeps in its access group is not on the bus: no attributes, no secret, no question; file keychain items are")
+    func accessGroupItemsStayOffTheBus() throws {
+        let desktop = try Desktop()
+        let pinentry = try DaemonTests.ScriptedPinentry(in: desktop.home.tool.home)
+        #expect(try desktop.startDaemon(settings: ["PINENTRY_PROGRAM": pinentry.program.path, "DISPLAY": ":kc-test"]) == "ready")
+        try pinentry.answer("always")
+        // The native API's items live by the program's access group (keychain-example's own), as data-protection
+        // items do on Apple platforms; a synchronizable one always does.
+        #expect(try desktop.run("keychain-example", "--synchronizable", "set", "vault", "me", stdin: "GROUP-CANARY").status == 0)
+        #expect(try desktop.run("keychain-example", "set", "notes", "me", stdin: "NATIVE-CANARY").status == 0)
+        // security's item, added without a group, is a file keychain item: on the bus, and its list decides.
+        #expect(try desktop.run("security", "add-generic-password", "-s", "shared", "-a", "me", "-w", "FILE-ITEM").status == 0)
+
+        for service in ["vault", "notes"] {
+            let searched = try desktop.run("/usr/bin/secret-tool", "search", "--all", "service", service)
+            #expect(!searched.stdout.contains(service) && !searched.stdout.contains("CANARY"), "\(searched.stdout)")
+            #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", service, "account", "me").stdout == "")
+            // Nor can it be removed from the bus.
+            _ = try desktop.run("/usr/bin/secret-tool", "clear", "service", service)
+        }
+        #expect(pinentry.confirmations == 0)
+
+        // The file keychain item: found, and its secret after the user's yes (Always Allow, scripted above).
+        let shared = try desktop.run("/usr/bin/secret-tool", "search", "service", "shared")
+        #expect(shared.stdout.contains("label = shared"), "\(shared.stdout)")
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "service", "shared", "account", "me").stdout == "FILE-ITEM")
+        #expect(pinentry.confirmations == 1)
+        // The owner still has both of its items.
+        #expect(try desktop.run("keychain-example", "--synchronizable", "get", "vault", "me").stdout == "GROUP-CANARY\n")
+        #expect(try desktop.run("keychain-example", "get", "notes", "me").stdout == "NATIVE-CANARY\n")
+    }
+
     /// Python's secretstorage (the client behind `keyring`'s SecretService backend) and keyring itself, unchanged.
     static let pythonClients = """
         import secretstorage

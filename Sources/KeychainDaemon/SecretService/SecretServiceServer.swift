@@ -20,6 +20,8 @@ public final class SecretServiceServer: Sendable {
     public typealias ServiceForPeer = @Sendable (PeerIdentity) -> EmbeddedKeychainService?
 
     static let busName = "org.freedesktop.secrets"
+    /// The access group of items created over D-Bus (they live as file keychain items: their lists decide).
+    static let itemGroup = "org.freedesktop.secrets"
     static let servicePath = "/org/freedesktop/secrets"
     static let collectionPrefix = "/org/freedesktop/secrets/collection/"
     static let aliasPrefix = "/org/freedesktop/secrets/aliases/"
