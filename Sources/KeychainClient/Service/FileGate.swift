@@ -10,6 +10,7 @@ public struct FileGate: AskerGate {
     public init(file: KeychainFile) { self.file = file }
 
     public var keychainName: String { file.url.deletingPathExtension().lastPathComponent }
+    public var keychainPath: String { file.url.path }
 
     public var authenticator: any Authenticator { file.authenticator }
 
@@ -30,6 +31,7 @@ struct OwnerGate: PasswordGate {
     let file: KeychainFile
 
     var keychainName: String { FileGate(file: file).keychainName }
+    var keychainPath: String { file.url.path }
 
     func unlock(password: SecretBytes) throws(KeychainError) { try file.unlock(password: password) }
 

@@ -161,7 +161,7 @@ public enum AccessEvaluator {
     /// Refuses an add, update or move into a group the caller may not write (`com.apple.token` is read-only).
     public static func checkWritable(_ group: String, caller: Caller) throws(KeychainError) {
         if group == Caller.tokenGroup { throw KeychainError(.missingEntitlement, "access group is read-only") }
-        if group == Caller.syncStateGroup { throw KeychainError(.missingEntitlement, "access group is keychaind's own") }
+        if Caller.isKeychaindOwn(group) { throw KeychainError(.missingEntitlement, "access group is keychaind's own") }
         try checkReadable(group, caller: caller)
     }
 
@@ -180,14 +180,14 @@ public enum AccessEvaluator {
     /// program; a data-protection item only for callers entitled to its group (update and delete never touch
     /// `com.apple.token`).
     public static func isVisible(_ item: Item, to caller: Caller, for operation: Operation) -> Bool {
-        guard item.accessGroup != Caller.syncStateGroup else { return false }  // keychaind's sync keys: no caller's
+        guard !Caller.isKeychaindOwn(item.accessGroup) else { return false }  // keychaind's own keys: no caller's
         return item.accessModel == .applications || isVisible(group: item.accessGroup, to: caller, for: operation)
     }
 
     /// Whether an item of `group` exists at all for `caller` doing `operation`: items of other groups are not
     /// found; update and delete never touch `com.apple.token`.
     public static func isVisible(group: String, to caller: Caller, for operation: Operation) -> Bool {
-        if group == Caller.syncStateGroup { return false }
+        if Caller.isKeychaindOwn(group) { return false }
         if caller.hasWildcard { return true }
         if (operation == .update || operation == .delete) && group == Caller.tokenGroup { return false }
         return caller.accessGroups.contains(group)

@@ -19,6 +19,10 @@ public struct Caller: Sendable, Hashable {
     /// The group of keychaind's own sync state (device keys, the account's item keys): no caller sees or writes it,
     /// not even the keychain's own tools (docs/SYNC.md).
     public static let syncStateGroup = "com.swift-keychain.sync-state"
+    /// The group of the access log's private key (docs/ACCESS-LOG.md): as hidden as the sync state.
+    public static let accessLogGroup = "com.swift-keychain.access-log"
+    /// keychaind's own groups: no caller sees or writes them, and no backup carries them.
+    public static func isKeychaindOwn(_ group: String) -> Bool { group == syncStateGroup || group == accessLogGroup }
     /// A caller entitled to every group.
     public static let wildcardGroup = "*"
 

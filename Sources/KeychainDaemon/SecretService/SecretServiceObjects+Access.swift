@@ -174,6 +174,7 @@ struct DismissiblePasswordGate: PasswordGate {
     let isDismissed: @Sendable () -> Bool
 
     var keychainName: String { inner.keychainName }
+    var keychainPath: String { inner.keychainPath }
 
     func unlock(password: SecretBytes) throws(KeychainError) {
         guard !isDismissed() else { throw KeychainError(.userCanceled, "the prompt was dismissed") }

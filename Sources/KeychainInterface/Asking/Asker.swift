@@ -5,6 +5,8 @@ import KeychainCore
 public protocol PasswordGate: Sendable {
     /// The keychain's name as a question shows it.
     var keychainName: String { get }
+    /// The keychain file's path, as the access log names it.
+    var keychainPath: String { get }
     /// Unlocks with the keychain password; a wrong one is errSecAuthFailed (counted toward the back-off).
     func unlock(password: SecretBytes) throws(KeychainError)
     /// Checks the keychain password as the owner's proof of presence and marks `context` authenticated; false
@@ -109,14 +111,35 @@ public struct Asker: Sendable {
                     }
                     met[key, default: 0] += 1
                 }
-                try obtain(pending, for: call, gate: gate, grants: &grants, applicationPasswordTries: &applicationPasswordTries,
-                           original: error)
+                do throws(KeychainError) {
+                    let outcome = try obtain(pending, for: call, gate: gate, grants: &grants,
+                                             applicationPasswordTries: &applicationPasswordTries, original: error)
+                    AccessTrail.noteQuestion(pending.requirement, item: pending.item, itemName: pending.itemName,
+                                             keychain: gate.keychainPath, outcome: outcome)
+                } catch let refused {
+                    AccessTrail.noteQuestion(pending.requirement, item: pending.item, itemName: pending.itemName,
+                                             keychain: gate.keychainPath, outcome: Self.outcome(of: refused, pending.requirement))
+                    throw refused
+                }
             }
         }
     }
 
+    /// How a question ended that ended in `error`, for the access log.
+    static func outcome(of error: KeychainError, _ requirement: AccessRequirement) -> AccessLogRecord.Outcome {
+        switch error.status {
+        case .userCanceled: .cancelled
+        case .interactionNotAllowed: .nobodyToAsk
+        case .authFailed: if case .consent = requirement { .answeredDeny } else { .failedAnswer }
+        default: .failed
+        }
+    }
+
+    /// Obtains what `pending` needs; returns how the question ended (for the access log).
     private func obtain(_ pending: PendingAccess, for call: Call, gate: some AskerGate, grants: inout AccessGrants,
-                        applicationPasswordTries: inout [UUID: Int], original: KeychainError) throws(KeychainError) {
+                        applicationPasswordTries: inout [UUID: Int], original: KeychainError) throws(KeychainError)
+        -> AccessLogRecord.Outcome
+    {
         let nobody: KeychainError = original.status == .interactionNotAllowed ? original : .interactionNotAllowed(original.message)
         guard call.interaction == .allow else { throw nobody }
         // Passwords: the call's own context prompter (an LAContext made with one, in-process), else this asker's.
@@ -140,9 +163,11 @@ public struct Asker: Sendable {
                                                   operation: pending.operation, changed: changed))) {
             case .allow:
                 grants.consentedItems.insert(item)
+                return .answeredAllow
             case .alwaysAllow:
                 try gate.trust(application, item: item, grants: grants)
                 grants.consentedItems.insert(item)
+                return .answeredAlwaysAllow
             case .deny: throw KeychainError(.authFailed, "the user denied \(application.path) access to the item")
             case .cancelled: throw KeychainError(.userCanceled)
             case .unavailable: throw .interactionNotAllowed("no way to ask whether \(application.path) may use the item")
@@ -171,6 +196,7 @@ public struct Asker: Sendable {
             case .unavailable: throw .interactionNotAllowed("no way to ask for the application password")
             }
         }
+        return .given
     }
 
     /// Asks for the keychain's password and unlocks it (three tries).
@@ -299,10 +325,8 @@ public struct ServicePasswordGate: PasswordGate {
         self.keychain = keychain
     }
 
-    public var keychainName: String {
-        let path = (keychain ?? service.defaultKeychain()).path
-        return URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
-    }
+    public var keychainName: String { URL(fileURLWithPath: keychainPath).deletingPathExtension().lastPathComponent }
+    public var keychainPath: String { (keychain ?? service.defaultKeychain()).path }
 
     public func unlock(password: SecretBytes) throws(KeychainError) {
         try service.unlock(keychain ?? service.defaultKeychain(), password: password)

@@ -23,7 +23,7 @@ extension KeychainFile {
             while let row = try cursor.nextItemRow() {
                 let (item, cls) = try openMeta(row)
                 // keychaind's sync state belongs to this device's membership of a sync account: a new device joins.
-                if item.accessGroup == Caller.syncStateGroup { continue }
+                if Caller.isKeychaindOwn(item.accessGroup) { continue }
                 if cls == .whenPasscodeSetThisDeviceOnly {
                     report.leftOutPasscode += 1
                     continue
@@ -76,7 +76,7 @@ extension KeychainFile {
                     report.skippedOtherDevice += 1
                 case .item(var item, let secret):
                     seen += 1
-                    if item.accessGroup == Caller.syncStateGroup { continue }  // never written; never taken
+                    if Caller.isKeychaindOwn(item.accessGroup) { continue }  // never written; never taken
                     if item.accessibility.isThisDeviceOnly { thisDevice += 1 }
                     guard item.accessibility != .whenPasscodeSetThisDeviceOnly else {  // never written; never taken
                         report.leftOutPasscode += 1

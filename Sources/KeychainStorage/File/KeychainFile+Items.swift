@@ -31,6 +31,7 @@ extension KeychainFile {
         try write { db, changes in
             try insert(sealed, db: db, changes: &changes)
         }
+        AccessTrail.noteAdded(item, keychain: url.path)
         configuration.logger.debug("item.add", metadata: ["item.class": "\(item.itemClass.rawValue)"])
         return FoundItem(item: item, secret: query.returnTypes.contains(.data) ? secret : nil)
     }
@@ -115,6 +116,7 @@ extension KeychainFile {
                 return false
             }
             if let added {
+                if added { AccessTrail.noteAdded(item, keychain: url.path) }
                 configuration.logger.debug("item.upsert", metadata: ["item.added": "\(added)"])
                 return added
             }
@@ -127,9 +129,11 @@ extension KeychainFile {
         applyAutoLock()
         let now = configuration.clock()
         var sealed: [SealedItem] = []
+        var items: [Item] = []
         sealed.reserveCapacity(queries.count)
         for query in queries {
             let item = try newItem(query, caller: caller, now: now)
+            items.append(item)
             if item.accessibility == .whenPasscodeSetThisDeviceOnly && !hasPassword {
                 throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
             }
@@ -139,6 +143,7 @@ extension KeychainFile {
         try write { db, changes in
             for s in sealed { try insert(s, db: db, changes: &changes) }
         }
+        for item in items { AccessTrail.noteAdded(item, keychain: url.path) }
     }
 
     /// Finds items (`SecItemCopyMatching`), in insertion order, up to the query's limit.
@@ -378,6 +383,7 @@ extension KeychainFile {
                 if includingSecrets && readable {
                     secret = try openSecret(row, item: item, query: nil, grants: AccessGrants())
                 }
+                AccessTrail.note(secret == nil ? .readAttributes : .readSecret, item, keychain: url.path, decision: .allow)
                 out.append(FoundItem(item: item, secret: secret))
             }
             return out

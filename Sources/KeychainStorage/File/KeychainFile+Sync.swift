@@ -35,11 +35,6 @@ public struct SyncApplication: Sendable {
 }
 
 extension KeychainFile {
-    /// The sync state item: a generic password in a group that no caller sees or writes
-    /// (``AccessEvaluator/isVisible(group:to:for:)``), bound to this device, sealed like every item (so a password
-    /// change re-seals it and the file's manifest covers it). Never in a backup.
-    static let syncStateService = "swift-keychain sync"
-
     /// Sync is not use of the keychain: it neither keeps it unlocked (no activity is recorded, so background rounds
     /// cannot defeat the idle lock) nor locks it (keychaind's timer does, and announces it). A keychain whose idle
     /// time is up counts as locked.
@@ -47,43 +42,17 @@ extension KeychainFile {
         if isIdleExpired { throw lockedError(.whenUnlocked) }
     }
 
-    private func syncStateItem(now: Date, uuid: UUID) -> Item {
-        Item(itemClass: .genericPassword, attributes: [
-            "svce": .string(Self.syncStateService), "acct": .string("state"), "labl": .string("Sync state"),
-            "agrp": .string(Caller.syncStateGroup), "pdmn": .string(Accessibility.afterFirstUnlockThisDeviceOnly.rawValue),
-            "sync": .number(0), "cdat": .date(now.timeIntervalSinceReferenceDate),
-            "mdat": .date(now.timeIntervalSinceReferenceDate),
-        ], uuid: uuid)
-    }
-
-    private func syncStateRow(db: Database) throws -> ItemRow? {
-        var item = syncStateItem(now: Date(), uuid: UUID())
-        item.accessModel = .groups
-        let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
-        return try Row.fetchCursor(db.cachedStatement(sql: lookup),
-                                   arguments: [ItemClass.genericPassword.rawValue,
-                                               deviceKeys.primaryIndex(item.primaryKeyBytes)]).nextItemRow()
-    }
-
     /// The sync state (the sync engine's own encoding), or nil when this keychain does not sync.
     /// Needs the keychain unlocked once since keychaind started.
     public func syncState() throws(KeychainError) -> SecretBytes? {
         try syncMayUse()
         guard classKey(.afterFirstUnlockThisDeviceOnly) != nil else { throw lockedError(.afterFirstUnlockThisDeviceOnly) }
-        return try read { db -> SecretBytes? in
-            guard let row = try syncStateRow(db: db) else { return nil }
-            let (item, _) = try openMeta(row)
-            return try openSecret(row, item: item, query: nil, grants: AccessGrants())
-        }
+        return try read { db in try keychaindSecret(.syncState, db: db) }
     }
 
     /// Removes the sync state: this keychain no longer syncs (its items stay).
     public func removeSyncState() throws(KeychainError) {
-        try write { db, changes in
-            guard let row = try syncStateRow(db: db) else { return }
-            try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
-            changes.removed.append(contribution(of: row))
-        }
+        try removeKeychaindSecret(.syncState)
     }
 
     /// Every item that syncs (synchronizable, and not `…ThisDeviceOnly`: such an item is kept, as Apple's securityd
@@ -163,7 +132,7 @@ extension KeychainFile {
                     }
                     guard case .success(let (decodedItem, secret)) = decoded, decodedItem.isSynchronizable,
                           !decodedItem.accessibility.isThisDeviceOnly, decodedItem.accessControl == nil,
-                          decodedItem.itemClass != .identity, decodedItem.accessGroup != Caller.syncStateGroup
+                          decodedItem.itemClass != .identity, !Caller.isKeychaindOwn(decodedItem.accessGroup)
                     else {
                         result.unusable.append(id)
                         continue
@@ -215,7 +184,7 @@ extension KeychainFile {
                     result.written += 1
                 }
             }
-            try storeSyncState(state(result), now: now, db: db, changes: &changes)
+            try storeKeychaindSecret(.syncState, state(result), now: now, db: db, changes: &changes)
             return result
         }
     }
@@ -225,21 +194,7 @@ extension KeychainFile {
         try syncMayUse()
         guard classKey(.afterFirstUnlockThisDeviceOnly) != nil else { throw lockedError(.afterFirstUnlockThisDeviceOnly) }
         let now = configuration.clock()
-        try write { db, changes in try storeSyncState(state, now: now, db: db, changes: &changes) }
-    }
-
-    private func storeSyncState(_ state: SecretBytes, now: Date, db: Database, changes: inout Manifest.Changes) throws {
-        if let row = try syncStateRow(db: db) {
-            var (item, _) = try openMeta(row)
-            item.attributes["mdat"] = .date(now.timeIntervalSinceReferenceDate)
-            let sealed = try seal(item, secret: state, generation: row.generation + 1)
-            changes.removed.append(contribution(of: row))
-            try replace(rowID: row.rowID, with: sealed, db: db, changes: &changes)
-        } else {
-            var item = syncStateItem(now: now, uuid: UUID())
-            item.accessModel = .groups
-            try insert(seal(item, secret: state, generation: 1), db: db, changes: &changes)
-        }
+        try write { db, changes in try storeKeychaindSecret(.syncState, state, now: now, db: db, changes: &changes) }
     }
 
     /// A `…ThisDeviceOnly` row: sync never sends, replaces or deletes it.

@@ -1,0 +1,178 @@
+import Crypto
+import Foundation
+import KeychainCore
+
+/// The access log's files (docs/FILE-FORMAT.md "Access log"). The log is a chain of files `access-log-NNNNNN`, each
+/// a header and frames:
+///
+/// - **Header** (116 bytes, in the clear): magic `KCACLOG1`, the file's index, its first record's sequence number,
+///   the chain hash the previous file ended on, the log's public key, and this file's ephemeral public key.
+/// - **Keys**: X25519 between the ephemeral key and the log's key, then HKDF salted with the header's SHA-256: one
+///   key seals the records (AES-256-GCM; so keychaind writes with every keychain locked, and only the holder of the
+///   log's private key, kept in the login keychain, reads), another is the first MAC key.
+/// - **Frame**: length (4), then the body (sequence number 8, kind 1, sealed record), then an HMAC-SHA256 of the chain
+///   hash so far under the current MAC key. The chain hash is SHA-256 of the previous one and the body; the MAC key
+///   is replaced by SHA-256 of itself after every frame and the old one forgotten, so a program that later steals
+///   keychaind's current key cannot rewrite an earlier record unnoticed.
+/// - A **close** frame ends a file that keychaind finished (rotation, a clean stop): the next file's header carries
+///   the chain on.
+enum AccessLogFile {
+    static let magic = Array("KCACLOG1".utf8)
+    static let headerSize = 8 + 4 + 8 + 32 + 32 + 32
+    static let macSize = 32
+    /// No record is near this; a larger length is damage.
+    static let maximumBody = 64 * 1024
+
+    enum Kind: UInt8 { case record = 1, close = 2 }
+
+    struct Header: Equatable {
+        var index: UInt32
+        var firstSequence: UInt64
+        var previousChain: [UInt8]
+        var logKey: [UInt8]
+        var ephemeralKey: [UInt8]
+
+        var bytes: [UInt8] {
+            var out = AccessLogFile.magic
+            withUnsafeBytes(of: index.bigEndian) { out.append(contentsOf: $0) }
+            withUnsafeBytes(of: firstSequence.bigEndian) { out.append(contentsOf: $0) }
+            out += previousChain + logKey + ephemeralKey
+            return out
+        }
+
+        init(index: UInt32, firstSequence: UInt64, previousChain: [UInt8], logKey: [UInt8], ephemeralKey: [UInt8]) {
+            self.index = index
+            self.firstSequence = firstSequence
+            self.previousChain = previousChain
+            self.logKey = logKey
+            self.ephemeralKey = ephemeralKey
+        }
+
+        init?(_ bytes: [UInt8]) {
+            guard bytes.count >= AccessLogFile.headerSize, Array(bytes[0..<8]) == AccessLogFile.magic else { return nil }
+            index = bytes[8..<12].reduce(0) { $0 << 8 | UInt32($1) }
+            firstSequence = bytes[12..<20].reduce(0) { $0 << 8 | UInt64($1) }
+            previousChain = Array(bytes[20..<52])
+            logKey = Array(bytes[52..<84])
+            ephemeralKey = Array(bytes[84..<116])
+        }
+    }
+
+    /// The keys of one file, from the shared secret of its ephemeral key and the log's key.
+    struct Keys {
+        let sealing: SymmetricKey
+        var mac: SymmetricKey
+        /// The chain hash so far (starts as the header's digest).
+        var chain: [UInt8]
+        let headerDigest: [UInt8]
+
+        init(shared: SharedSecret, header: Header) {
+            let digest = Array(SHA256.hash(data: header.bytes))
+            headerDigest = digest
+            sealing = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: digest,
+                                                     sharedInfo: Array("access-log records".utf8), outputByteCount: 32)
+            mac = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: digest,
+                                                 sharedInfo: Array("access-log mac".utf8), outputByteCount: 32)
+            chain = digest
+        }
+
+        /// The frame for `plaintext`, advancing the chain and the MAC key.
+        mutating func frame(sequence: UInt64, kind: Kind, plaintext: [UInt8]) throws -> [UInt8] {
+            let sealed = try AES.GCM.seal(plaintext, using: sealing, nonce: AccessLogFile.nonce(sequence),
+                                          authenticating: headerDigest + AccessLogFile.prefix(sequence, kind))
+            let body = AccessLogFile.prefix(sequence, kind) + Array(sealed.ciphertext) + Array(sealed.tag)
+            var out: [UInt8] = []
+            withUnsafeBytes(of: UInt32(body.count).bigEndian) { out.append(contentsOf: $0) }
+            out += body
+            out += advance(over: body)
+            return out
+        }
+
+        /// The MAC of `body` at this point of the chain; moves the chain and the key on.
+        mutating func advance(over body: [UInt8]) -> [UInt8] {
+            chain = Array(SHA256.hash(data: chain + body))
+            let tag = Array(HMAC<SHA256>.authenticationCode(for: chain, using: mac))
+            mac = SymmetricKey(data: SHA256.hash(data: Array("next".utf8) + mac.withUnsafeBytes { Array($0) }))
+            return tag
+        }
+
+        func open(_ body: [UInt8]) -> [UInt8]? {
+            guard body.count >= 9 + 16 else { return nil }
+            let ciphertext = body[9..<(body.count - 16)]
+            let tag = body[(body.count - 16)...]
+            guard let box = try? AES.GCM.SealedBox(nonce: AccessLogFile.nonce(AccessLogFile.sequence(of: body)),
+                                                   ciphertext: ciphertext, tag: tag),
+                  let plain = try? AES.GCM.open(box, using: sealing, authenticating: headerDigest + body[0..<9])
+            else { return nil }
+            return Array(plain)
+        }
+    }
+
+    static func prefix(_ sequence: UInt64, _ kind: Kind) -> [UInt8] {
+        var out: [UInt8] = []
+        withUnsafeBytes(of: sequence.bigEndian) { out.append(contentsOf: $0) }
+        out.append(kind.rawValue)
+        return out
+    }
+
+    static func sequence(of body: [UInt8]) -> UInt64 { body[0..<8].reduce(0) { $0 << 8 | UInt64($1) } }
+
+    static func nonce(_ sequence: UInt64) -> AES.GCM.Nonce {
+        var bytes: [UInt8] = [0, 0, 0, 0]
+        withUnsafeBytes(of: sequence.bigEndian) { bytes.append(contentsOf: $0) }
+        return try! AES.GCM.Nonce(data: bytes)  // 12 bytes: always valid
+    }
+
+    static func name(_ index: UInt32) -> String { String(format: "access-log-%06u", index) }
+
+    /// The log's files in `directory`, by index.
+    static func files(in directory: URL) -> [(index: UInt32, url: URL)] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.compactMap { name -> (UInt32, URL)? in
+            guard name.hasPrefix("access-log-"), name.count == 17, let index = UInt32(name.dropFirst(11)) else { return nil }
+            return (index, directory.appendingPathComponent(name))
+        }.sorted { $0.0 < $1.0 }
+    }
+
+    /// A file's frames as far as they are whole: each body with its MAC, and whether bytes were left over.
+    struct Frames {
+        var header: Header?
+        var frames: [(body: [UInt8], mac: [UInt8])] = []
+        /// Bytes after the last whole frame (a cut inside a frame).
+        var partial = false
+    }
+
+    static func frames(of bytes: [UInt8]) -> Frames {
+        var result = Frames()
+        guard let header = Header(bytes) else { return result }
+        result.header = header
+        var offset = headerSize
+        while offset < bytes.count {
+            guard offset + 4 <= bytes.count else { result.partial = true; break }
+            let length = Int(bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) })
+            guard length >= 9 + 16, length <= maximumBody, offset + 4 + length + macSize <= bytes.count else {
+                result.partial = true
+                break
+            }
+            let body = Array(bytes[(offset + 4)..<(offset + 4 + length)])
+            let mac = Array(bytes[(offset + 4 + length)..<(offset + 4 + length + macSize)])
+            result.frames.append((body, mac))
+            offset += 4 + length + macSize
+        }
+        return result
+    }
+
+    /// The chain hash a file ends on and its last sequence number, computed without any key (for the next file's
+    /// header).
+    static func end(of bytes: [UInt8]) -> (sequence: UInt64, chain: [UInt8])? {
+        let parsed = frames(of: bytes)
+        guard let header = parsed.header else { return nil }
+        var chain = Array(SHA256.hash(data: header.bytes))
+        var last = header.firstSequence &- 1
+        for frame in parsed.frames {
+            chain = Array(SHA256.hash(data: chain + frame.body))
+            last = max(last, sequence(of: frame.body))
+        }
+        return (last, chain)
+    }
+}

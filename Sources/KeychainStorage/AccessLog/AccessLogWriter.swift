@@ -1,0 +1,148 @@
+import Crypto
+import Foundation
+import KeychainCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the log stands: the last record written and the chain hash after it, in which file. A check compares the
+/// files against it, so that records cut from the end of the file being written are noticed.
+public struct AccessLogHead: Sendable, Hashable {
+    public var file: UInt32
+    public var sequence: UInt64
+    public var chain: [UInt8]
+}
+
+/// Appends records to the access log (``AccessLogFile``). Not thread-safe: keychaind keeps one behind a lock.
+///
+/// Each append is one `write(2)` before keychaind answers the call, so a kill at any instant loses no record of an
+/// answer that went out. A new file is started at every start (the last one's keys are gone with the process that
+/// wrote it), when the current one passes ``maximumFileSize``, and when the log's key changes; the oldest files go
+/// beyond ``maximumFiles``.
+public final class AccessLogWriter {
+    public let directory: URL
+    public private(set) var publicKey: Curve25519.KeyAgreement.PublicKey
+    let maximumFileSize: Int
+    let maximumFiles: Int
+
+    private var fd: Int32 = -1
+    private var keys: AccessLogFile.Keys?
+    private var index: UInt32 = 0
+    private var size = 0
+    private var sequence: UInt64 = 0
+
+    public init(directory: URL, publicKey: Curve25519.KeyAgreement.PublicKey, maximumFileSize: Int = 1 << 20,
+                maximumFiles: Int = 16) throws(KeychainError) {
+        self.directory = directory
+        self.publicKey = publicKey
+        self.maximumFileSize = maximumFileSize
+        self.maximumFiles = max(2, maximumFiles)
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw KeychainError(.io, "cannot create the access log's directory \(directory.path)")
+        }
+        var previous: (sequence: UInt64, chain: [UInt8]) = (0, [UInt8](repeating: 0, count: 32))
+        if let last = AccessLogFile.files(in: directory).last {
+            index = last.index
+            if let bytes = try? [UInt8](Data(contentsOf: last.url)), let end = AccessLogFile.end(of: bytes) {
+                previous = end
+            }
+        }
+        try startFile(after: previous)
+    }
+
+    deinit { if fd >= 0 { Glibc.close(fd) } }
+
+    /// Where the log stands now.
+    public var head: AccessLogHead { AccessLogHead(file: index, sequence: sequence, chain: keys?.chain ?? []) }
+
+    /// Appends `records` (their sequence numbers are given here) in one write.
+    public func append(_ records: [AccessLogRecord]) throws(KeychainError) {
+        guard !records.isEmpty, var keys else { return }
+        var bytes: [UInt8] = []
+        var next = sequence
+        do {
+            for var record in records {
+                next += 1
+                record.sequence = next
+                bytes += try keys.frame(sequence: next, kind: .record, plaintext: AccessLogCoding.encode(record))
+            }
+        } catch {
+            throw KeychainError(.internalComponent, "cannot seal an access log record")
+        }
+        try write(bytes)
+        self.keys = keys
+        sequence = next
+        size += bytes.count
+        if size >= maximumFileSize { try rotate() }
+    }
+
+    /// Seals the log to `key` from the next record on (a new file).
+    public func use(_ key: Curve25519.KeyAgreement.PublicKey) throws(KeychainError) {
+        guard key.rawRepresentation != publicKey.rawRepresentation else { return }
+        publicKey = key
+        try rotate()
+    }
+
+    /// Ends the current file with its close frame (a clean stop).
+    /// - Returns: the chain hash the file ends on (the next file's header carries it).
+    @discardableResult
+    public func close() -> [UInt8] {
+        guard fd >= 0, var keys else { return [] }
+        if let frame = try? keys.frame(sequence: sequence, kind: .close, plaintext: []) {
+            try? write(frame)
+        }
+        fsync(fd)
+        Glibc.close(fd)
+        fd = -1
+        self.keys = nil
+        return keys.chain
+    }
+
+    private func rotate() throws(KeychainError) {
+        let last = sequence
+        let chain = close()
+        try startFile(after: (last, chain))
+        removeOldFiles()
+    }
+
+    private func startFile(after previous: (sequence: UInt64, chain: [UInt8])) throws(KeychainError) {
+        index += 1
+        sequence = previous.sequence
+        let ephemeral = Curve25519.KeyAgreement.PrivateKey()
+        let header = AccessLogFile.Header(index: index, firstSequence: previous.sequence + 1,
+                                          previousChain: previous.chain.count == 32 ? previous.chain : [UInt8](repeating: 0, count: 32),
+                                          logKey: Array(publicKey.rawRepresentation),
+                                          ephemeralKey: Array(ephemeral.publicKey.rawRepresentation))
+        guard let shared = try? ephemeral.sharedSecretFromKeyAgreement(with: publicKey) else {
+            throw KeychainError(.internalComponent, "the access log's key is not usable")
+        }
+        let path = directory.appendingPathComponent(AccessLogFile.name(index)).path
+        let opened = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard opened >= 0 else { throw KeychainError(.io, "cannot create \(path)") }
+        fd = opened
+        keys = AccessLogFile.Keys(shared: shared, header: header)
+        try write(header.bytes)
+        fsync(fd)
+        size = header.bytes.count
+    }
+
+    private func write(_ bytes: [UInt8]) throws(KeychainError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw KeychainError(.io, "the access log cannot be written (\(String(cString: strerror(errno))))") }
+            offset += n
+        }
+    }
+
+    private func removeOldFiles() {
+        let files = AccessLogFile.files(in: directory)
+        guard files.count > maximumFiles else { return }
+        for file in files.prefix(files.count - maximumFiles) { try? FileManager.default.removeItem(at: file.url) }
+    }
+}

@@ -1,0 +1,187 @@
+import Crypto
+import Foundation
+import KeychainCore
+import Testing
+@testable import KeychainStorage
+
+/// The access log's files as an attacker with the user's rights meets them (issue: who read what): records cut,
+/// edited, reordered, removed, and files spliced from another log, each found and named by the check.
+@Suite("Access log files")
+struct AccessLogFileTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("access-log-\(UUID().uuidString)")
+    let key = Curve25519.KeyAgreement.PrivateKey()
+
+    static func record(_ n: Int, label: String = "Mail password") -> AccessLogRecord {
+        var record = AccessLogRecord(time: Date(timeIntervalSince1970: 1_800_000_000 + Double(n)),
+                                     keychain: "/home/u/.local/share/keychains/login.keychain-db", action: .readSecret,
+                                     outcome: .allowed, item: Item(itemClass: .genericPassword,
+                                                                   attributes: ["labl": .string("\(label) \(n)")],
+                                                                   uuid: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(n)))))
+        record.program = "/usr/bin/program-\(n % 3)"
+        record.digest = String(repeating: "ab", count: 32)
+        record.pid = Int32(1000 + n)
+        record.frontEnd = .secretService
+        return record
+    }
+
+    /// A log of `count` records in files of about `fileSize` bytes, written as keychaind writes it; its head.
+    func writeLog(_ count: Int, fileSize: Int = 2_000, close: Bool = false) throws -> AccessLogHead {
+        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey, maximumFileSize: fileSize)
+        for n in 1...count { try writer.append([Self.record(n)]) }
+        let head = writer.head
+        if close { writer.close() }
+        return head
+    }
+
+    func check(_ head: AccessLogHead?) -> AccessLogReport {
+        AccessLogReader.read(directory: directory, privateKey: key, head: head)
+    }
+
+    func files() -> [URL] { AccessLogFile.files(in: directory).map(\.url) }
+
+    /// The frames of a file as byte ranges, so a test can cut, swap or edit whole records.
+    func frameRanges(_ url: URL) throws -> (bytes: [UInt8], ranges: [Range<Int>]) {
+        let bytes = try [UInt8](Data(contentsOf: url))
+        var ranges: [Range<Int>] = []
+        var offset = AccessLogFile.headerSize
+        while offset + 4 <= bytes.count {
+            let length = Int(bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) })
+            let end = offset + 4 + length + AccessLogFile.macSize
+            ranges.append(offset..<end)
+            offset = end
+        }
+        return (bytes, ranges)
+    }
+
+    @Test("records come back in order, across files, filtered; nothing of them is in the files in the clear")
+    func roundTrip() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let head = try writeLog(40)
+        #expect(files().count > 3)
+        let report = check(head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.check.records == 40)
+        #expect(report.records.map(\.sequence) == Array(1...40))
+        #expect(report.records[6] == { var r = Self.record(7); r.sequence = 7; return r }())
+        let filtered = AccessLogReader.read(directory: directory, privateKey: key, head: head,
+                                            filter: AccessLogFilter(program: "program-1"))
+        #expect(filtered.records.count == 14 && filtered.records.allSatisfy { $0.program == "/usr/bin/program-1" })
+        let since = AccessLogReader.read(directory: directory, privateKey: key, head: head,
+                                         filter: AccessLogFilter(item: "Mail password 5"))
+        #expect(since.records.map(\.sequence) == [5])
+        for url in files() {
+            let text = String(decoding: try Data(contentsOf: url), as: UTF8.self)
+            #expect(!text.contains("Mail password") && !text.contains("program-") && !text.contains("login.keychain"))
+        }
+        // Without the log's private key nothing opens.
+        let other = AccessLogReader.read(directory: directory, privateKey: Curve25519.KeyAgreement.PrivateKey(), head: head)
+        #expect(other.records.isEmpty)
+    }
+
+    @Test("a keychaind killed and started again carries the chain on; the unclosed file is a note, not a problem")
+    func restartCarriesTheChain() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try writeLog(5, fileSize: 1 << 20)  // killed: never closed
+        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey)
+        try writer.append([Self.record(6)])
+        let report = check(writer.head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.records.map(\.sequence) == Array(1...6))
+        #expect(report.check.notes.contains { $0.contains("was not closed") })
+    }
+
+    @Test("every single-byte change of every file is found", arguments: [false, true])
+    func everyByteEdited(closed: Bool) throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let head = try writeLog(6, fileSize: 900, close: closed)
+        for url in files() {
+            let original = try Data(contentsOf: url)
+            for offset in stride(from: 0, to: original.count, by: 1) {
+                var edited = original
+                edited[offset] ^= 0x01
+                try edited.write(to: url)
+                let report = check(closed ? nil : head)
+                #expect(!report.check.isIntact, "\(url.lastPathComponent) byte \(offset) changed unnoticed")
+                if report.check.isIntact { break }
+            }
+            try original.write(to: url)
+        }
+        #expect(check(closed ? nil : head).check.isIntact)
+    }
+
+    @Test("a record removed from the middle is named")
+    func recordRemoved() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let head = try writeLog(6, fileSize: 1 << 20)
+        let url = files()[0]
+        let (bytes, ranges) = try frameRanges(url)
+        try Data(Array(bytes[..<ranges[2].lowerBound]) + Array(bytes[ranges[2].upperBound...])).write(to: url)
+        #expect(check(head).check.problem?.hasPrefix("record 3 removed") == true, "\(check(head).check)")
+    }
+
+    @Test("two records swapped are found out of order")
+    func recordsReordered() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let head = try writeLog(6, fileSize: 1 << 20)
+        let url = files()[0]
+        let (bytes, ranges) = try frameRanges(url)
+        let swapped = Array(bytes[..<ranges[1].lowerBound]) + Array(bytes[ranges[2]]) + Array(bytes[ranges[1]])
+            + Array(bytes[ranges[2].upperBound...])
+        try Data(swapped).write(to: url)
+        let problem = check(head).check.problem ?? ""
+        #expect(problem.hasPrefix("record 3 out of order: it comes before record 2"), "\(problem)")
+    }
+
+    @Test("records cut from the end of the file being written, or inside a record, are found")
+    func tailCut() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let head = try writeLog(6, fileSize: 1 << 20)
+        let url = files()[0]
+        let (bytes, ranges) = try frameRanges(url)
+        try Data(bytes[..<ranges[4].lowerBound]).write(to: url)
+        #expect(check(head).check.problem?.contains("records 5…6 are missing") == true, "\(check(head).check)")
+        try Data(bytes[..<(ranges[5].lowerBound + 10)]).write(to: url)
+        #expect(check(head).check.problem?.contains("cut inside the record after 5") == true, "\(check(head).check)")
+    }
+
+    @Test("a closed file cut short, a file removed, or a file from another log spliced in breaks the chain")
+    func filesCutRemovedSpliced() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let head = try writeLog(30)
+        let all = files()
+        #expect(all.count >= 4)
+        let second = try Data(contentsOf: all[1])
+
+        // Cut: the close record and the last record of the second file.
+        let (bytes, ranges) = try frameRanges(all[1])
+        try Data(bytes[..<ranges[ranges.count - 2].lowerBound]).write(to: all[1])
+        #expect(check(head).check.problem?.contains("does not follow") == true, "\(check(head).check)")
+        try second.write(to: all[1])
+        #expect(check(head).check.isIntact)
+
+        // Removed.
+        try FileManager.default.removeItem(at: all[2])
+        #expect(check(head).check.problem?.contains("is missing") == true, "\(check(head).check)")
+
+        // Spliced: the third file of another log (same key, same numbering) put in its place.
+        let elsewhere = directory.appendingPathExtension("other")
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let writer = try AccessLogWriter(directory: elsewhere, publicKey: key.publicKey, maximumFileSize: 2_000)
+        for n in 1...30 { try writer.append([Self.record(n, label: "Other")]) }
+        try FileManager.default.copyItem(at: AccessLogFile.files(in: elsewhere)[2].url, to: all[2])
+        #expect(check(head).check.problem?.contains("does not follow") == true, "\(check(head).check)")
+    }
+
+    @Test("old files are rotated away beyond the limit; the check says so and holds")
+    func rotation() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey, maximumFileSize: 1_000,
+                                         maximumFiles: 3)
+        for n in 1...60 { try writer.append([Self.record(n)]) }
+        #expect(files().count == 3)
+        let report = check(writer.head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.records.last?.sequence == 60)
+        #expect(report.check.notes.contains { $0.contains("rotated away") })
+    }
+}
