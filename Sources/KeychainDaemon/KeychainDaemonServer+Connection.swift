@@ -23,6 +23,7 @@ extension KeychainDaemonServer {
         if [.add, .update, .delete, .unlock].contains(event.kind), let path = event.keychain {
             syncing?.keychainChanged(at: path)
         }
+        if event.kind == .unlock { accessLogKeyReady() }
     }
 
     func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {
@@ -104,13 +105,14 @@ extension KeychainDaemonServer {
                         if let connectionService { retire(connectionService) }
                         connectionService = register(EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration,
-                            syncing: syncing))
+                            syncing: syncing, accessLog: accessLog))
                         contexts = ConnectionContexts()
                     }
                     // A client that never opened a session: nobody to ask about groups bound to other programs.
                     let service = connectionService ?? register(EmbeddedKeychainService(
                         locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
-                        asker: Asker(prompter: nil), baseConfiguration: fileConfiguration, syncing: syncing))
+                        asker: Asker(prompter: nil), baseConfiguration: fileConfiguration, syncing: syncing,
+                        accessLog: accessLog))
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
                     if case .serveSecretService(let address, let replace) = request {
@@ -120,7 +122,17 @@ extension KeychainDaemonServer {
                     if case .trustProgram(let path) = request {
                         response = trustProgram(at: path, for: claimed, asker: connectionAsker)
                     } else {
-                        response = RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                        let (handled, decisions) = tracingDecisions {
+                            RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                        }
+                        var failure: KeychainError?
+                        if case .failure(let error) = handled { failure = error }
+                        let keychain = Self.itemKeychain(of: request, service: service)
+                        if let unlogged = log(decisions, failure: failure, keychain: keychain, peer: peer, caller: service.caller) {
+                            response = .failure(unlogged)
+                        } else {
+                            response = handled
+                        }
                         if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
                                                                                                    pid: peer.pid) {
                             publish(event)

@@ -22,13 +22,17 @@ extension KeychainDaemonServer {
         // What the collection list is (read as keychaind itself sees the preferences).
         let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
                                                asker: Asker(prompter: nil), baseConfiguration: fileConfiguration)
-        let server = SecretServiceServer(connection: connection, observer: observer,
-                                         publish: { [self] event in publish(event) }) { [self] peer in
+        let server = SecretServiceServer(
+            connection: connection, observer: observer, publish: { [self] event in publish(event) },
+            decisionLog: { [self] records, peer, caller in
+                log(records, failure: nil, keychain: nil, peer: peer, caller: caller, door: .secretService)
+            }
+        ) { [self] peer in
             guard let claimed = policy.caller(for: peer) else { return nil }
             let caller = secretServiceCaller(for: claimed)
             // Its questions are its prompts' (Unlock, CreateCollection): a call itself never asks.
             return register(EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
-                                                    baseConfiguration: fileConfiguration))
+                                                    baseConfiguration: fileConfiguration, accessLog: accessLog))
         }
         // A bus that goes away (the session ended) leaves no server behind: the next hand-over serves the new one.
         try server.start(replace: replace, onClose: { [self] in

@@ -29,6 +29,8 @@ public final class KeychainDaemonServer: Sendable {
     let fileConfiguration: KeychainFile.Configuration
     /// The sync engine keychaind runs keychains' sync with (nil: this server does not sync).
     let syncing: (any KeychainSyncing)?
+    /// Every decision about an item, written before the answer goes out (docs/ACCESS-LOG.md).
+    let accessLog: AccessLogKeeper
     let lockFD: Int32
 
     /// Takes the single-instance lock and binds the socket (directory 0700, socket 0600).
@@ -51,6 +53,13 @@ public final class KeychainDaemonServer: Sendable {
             throw .alreadyRunning(socket.path)
         }
         lockFD = lock
+        // Only the keychaind that holds the lock writes the log (another one may start, find it held and end).
+        do {
+            accessLog = try AccessLogKeeper(directory: locations.stateDirectory.appendingPathComponent("access-log"))
+        } catch {
+            close(lock)
+            throw .failed("the access log: \(error.message)")
+        }
         // The lock file names the daemon's pid (for `kill $(cat …)`, and for tests).
         _ = ftruncate(lock, 0)
         let pid = Array("\(getpid())\n".utf8)
@@ -102,6 +111,7 @@ public final class KeychainDaemonServer: Sendable {
     public func run() {
         let socketAtStart = Self.identity(of: socket.path)
         startLockScheduler(stoppingWhenReplaced: socketAtStart)
+        accessLogKeyReady()
         let listeningStopped = DispatchSemaphore(value: 0)
         let fd = listeningDescriptor
         if !DetachedThread.start(name: "keychaind", stackSize: 1 << 20, { [self] in accept(on: fd, until: listeningStopped) }) {
@@ -112,6 +122,7 @@ public final class KeychainDaemonServer: Sendable {
         // The files the daemon's clients used (in keychaind that is every open file; a server run inside another
         // program, as in the tests, leaves that program's own handles alone).
         for path in files { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
+        accessLog.close()
         // Only our own socket: a daemon started after ours lost its directory may already serve a new one there.
         if Self.identity(of: socket.path) == socketAtStart { unlink(socket.path) }
     }

@@ -43,6 +43,7 @@ enum RequestDispatcher {
                 return .backupReport(try service.restore(from: path, password: password, into: r))
             case .importSecrets(let request, let r): return .importReport(try service.importSecrets(request, into: r))
             case .sync(let request, let r): return .syncReport(try service.sync(request, keychain: r))
+            case .accessLog(let request): return .accessLogReport(try service.accessLog(request))
             case .session, .subscribe, .serveSecretService, .trustProgram: return .done  // the server's: prompter, events, the bus
             case .authenticateOwner(let password, let snapshot, let r):
                 return .count(try service.authenticateOwner(password, for: contexts.context(snapshot), in: r) ? 1 : 0)

@@ -32,13 +32,22 @@ public struct KeychainLocations: Sendable, Hashable {
     /// keychaind's socket for these locations. One daemon serves one set of keychain, state and config
     /// directories: the user's own are `keychaind.sock`; any other set (tests, a second home) gets a socket of its
     /// own, named by a hash of its directories, so that it never reaches another set's daemon.
-    public var daemonSocket: URL {
-        let home = URL(fileURLWithPath: Self.homeDirectory(ProcessEnvironment.current()))
+    public var daemonSocket: URL { daemonSocket(home: Self.homeDirectory(ProcessEnvironment.current())) }
+
+    /// The socket for these locations when the user's home is `home`.
+    func daemonSocket(home: String) -> URL {
+        let home = URL(fileURLWithPath: home)
         let standard = Self(
             keychainDirectory: home.appendingPathComponent(".local/share/keychains"),
             stateDirectory: home.appendingPathComponent(".local/state/keychain"),
             configDirectory: home.appendingPathComponent(".config/keychain"), runtimeDirectory: runtimeDirectory)
-        if self == standard { return runtimeDirectory.appendingPathComponent("keychaind.sock") }
+        // By path: a URL made while a directory did not exist differs from one made after (a trailing slash), and
+        // the client's locations are made before keychaind creates its directories.
+        if keychainDirectory.path == standard.keychainDirectory.path, stateDirectory.path == standard.stateDirectory.path,
+           configDirectory.path == standard.configDirectory.path
+        {
+            return runtimeDirectory.appendingPathComponent("keychaind.sock")
+        }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a: stable across processes, unlike Hasher
         for byte in (keychainDirectory.path + "\0" + stateDirectory.path + "\0" + configDirectory.path).utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3

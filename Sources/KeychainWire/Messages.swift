@@ -78,6 +78,8 @@ public enum Request: Sendable {
     case importSecrets(SecretImport, KeychainReference?)
     /// `security sync-setup`, `sync-now`, `sync-status`, `sync-leave`: the keychain's sync, run by keychaind.
     case sync(SyncRequest, KeychainReference)
+    /// `security access-log`, `verify-access-log`: the log keychaind keeps.
+    case accessLog(AccessLogRequest)
 
     public func encode() throws(WireError) -> [UInt8] {
         var w = WireWriter()
@@ -121,6 +123,11 @@ public enum Request: Sendable {
         case .trustProgram(let path): w.byte(33); w.string(path)
         case .backUp(let r, let path, let password): w.byte(34); w.reference(r); w.string(path); w.secret(password)
         case .restore(let path, let password, let r): w.byte(35); w.string(path); w.secret(password); w.reference(r)
+        case .accessLog(.read(let filter)):
+            w.byte(38); w.byte(0)
+            w.optionalString(filter.program); w.optionalString(filter.item)
+            w.bool(filter.since != nil); w.int(Int64(((filter.since?.timeIntervalSince1970) ?? 0) * 1000))
+        case .accessLog(.verify): w.byte(38); w.byte(1)
         case .sync(let request, let r):
             w.byte(37)
             switch request {
@@ -205,6 +212,17 @@ public enum Request: Sendable {
         case 33: request = .trustProgram(path: try r.string())
         case 34: request = .backUp(try r.reference(), path: try r.string(), password: try r.secret())
         case 35: request = .restore(path: try r.string(), password: try r.secret(), try r.reference())
+        case 38:
+            switch try r.byte() {
+            case 0:
+                let program = try r.optionalString(), item = try r.optionalString()
+                let hasSince = try r.bool(), since = try r.int()
+                request = .accessLog(.read(AccessLogFilter(
+                    program: program, item: item,
+                    since: hasSince ? Date(timeIntervalSince1970: Double(since) / 1000) : nil)))
+            case 1: request = .accessLog(.verify)
+            default: throw .malformed("access log request")
+            }
         case 37:
             let sync: SyncRequest
             switch try r.byte() {
@@ -288,6 +306,8 @@ public enum Response: Sendable {
     case backupReport(BackupReport)
     case importReport(ImportReport)
     case syncReport(SyncReport)
+    /// Sent as its JSON form (what `security access-log --json` prints).
+    case accessLogReport(AccessLogReport)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -314,6 +334,9 @@ public enum Response: Sendable {
             w.byte(14)
             for n in [report.items, report.thisDeviceOnly, report.kept, report.skippedOtherDevice, report.leftOutPasscode,
                       report.leftOutApplicationPassword] { w.int(Int64(n)) }
+        case .accessLogReport(let report):
+            w.byte(17)
+            w.blob((try? JSONEncoder().encode(report)) ?? Data())
         case .syncReport(let report):
             w.byte(16)
             w.string(report.server); w.string(report.account); w.string(report.device)
@@ -414,6 +437,11 @@ public enum Response: Sendable {
             response = .backupReport(BackupReport(items: counts[0], thisDeviceOnly: counts[1], kept: counts[2],
                                                   skippedOtherDevice: counts[3], leftOutPasscode: counts[4],
                                                   leftOutApplicationPassword: counts[5]))
+        case 17:
+            guard let report = try? JSONDecoder().decode(AccessLogReport.self, from: Data(try r.blob())) else {
+                throw .malformed("access log report")
+            }
+            response = .accessLogReport(report)
         case 16:
             let server = try r.string(), account = try r.string(), device = try r.string()
             var counts: [Int] = []

@@ -3,6 +3,7 @@ import KeychainClient
 import KeychainCore
 import KeychainStorage
 import Testing
+@testable import KeychainInterface
 
 @Suite("Several keychains, the default keychain and the search list")
 struct PreferencesTests {
@@ -65,5 +66,22 @@ struct PreferencesTests {
         try kc.client.add(["class": "genp", "acct": "a"])
         #expect(status { _ = try other.search(["class": "genp", "acct": "a"]) } == -25300)
         try other.add(["class": "genp", "acct": "a"])
+    }
+}
+
+@Suite("Keychain locations")
+struct KeychainLocationsTests {
+    @Test("the daemon's socket is the same before and after the directories exist (a client started before keychaind made them found no daemon)")
+    func socketStableAcrossDirectoryCreation() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("loc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let environment = ["HOME": home.path, "XDG_RUNTIME_DIR": home.appendingPathComponent("run").path]
+        let before = KeychainLocations.current(environment: environment)
+        for directory in [".local/share/keychains", ".local/state/keychain", ".config/keychain"] {
+            try FileManager.default.createDirectory(at: home.appendingPathComponent(directory), withIntermediateDirectories: true)
+        }
+        let after = KeychainLocations.current(environment: environment)
+        #expect(before.daemonSocket(home: home.path).path == after.daemonSocket(home: home.path).path)
+        #expect(before.daemonSocket(home: home.path).lastPathComponent == "keychaind.sock")
     }
 }

@@ -21,6 +21,8 @@ public final class EmbeddedKeychainService: KeychainService {
     public let asker: Asker
     /// The sync engine, where one runs (keychaind); nil in-process.
     private let syncing: (any KeychainSyncing)?
+    /// The access log, where one is kept (keychaind); nil in-process.
+    private let accessLog: (any AccessLogKeeping)?
 
     /// - Parameters:
     ///   - caller: the access groups this process may use (default: its ``ApplicationIdentity``).
@@ -31,8 +33,10 @@ public final class EmbeddedKeychainService: KeychainService {
     ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
     public init(locations: KeychainLocations = .current(), caller: Caller? = nil, asker: Asker? = nil,
                 baseConfiguration: KeychainFile.Configuration? = nil, syncing: (any KeychainSyncing)? = nil,
+                accessLog: (any AccessLogKeeping)? = nil,
                 configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
         self.syncing = syncing
+        self.accessLog = accessLog
         self.locations = locations
         self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
         self.preferences = KeychainPreferences(locations: locations)
@@ -269,6 +273,27 @@ public final class EmbeddedKeychainService: KeychainService {
         return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
             _ throws(KeychainError) in try syncing.perform(request, on: file) { asker.confirm($0) }
         }
+    }
+
+    // MARK: - Access log
+
+    /// The access log's records, or its check (docs/ACCESS-LOG.md). What programs used reveals what the user has:
+    /// only the keychain's own `security`, after the login keychain's password (as for a backup), which also
+    /// opens the log's private key.
+    public func accessLog(_ request: AccessLogRequest) throws(KeychainError) -> AccessLogReport {
+        guard let accessLog else {
+            throw KeychainError(.notAvailable, "the access log is kept by keychaind (KEYCHAIN_BACKEND=daemon or auto)")
+        }
+        let file = try ownersFile(loginKeychain(), doing: "read the access log of")
+        let key = try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
+            _ throws(KeychainError) -> SecretBytes in
+            accessLog.keyReady(in: file)
+            guard let key = try file.keychaindSecret(.accessLogKey) else {
+                throw KeychainError(.notAvailable, "the access log's key is not in the login keychain")
+            }
+            return key
+        }
+        return try accessLog.report(request, privateKey: key)
     }
 
     // MARK: - Moving in

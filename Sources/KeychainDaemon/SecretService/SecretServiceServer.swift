@@ -18,6 +18,9 @@ import Glibc
 /// secret only where the item's trusted applications let it (the program that stored it). Sessions: `plain`.
 public final class SecretServiceServer: Sendable {
     public typealias ServiceForPeer = @Sendable (PeerIdentity) -> EmbeddedKeychainService?
+    /// Writes the decisions a caller's call made (keychaind's access log); an error is what the call answers
+    /// instead.
+    public typealias DecisionLog = @Sendable ([AccessLogRecord], PeerIdentity, Caller) -> KeychainError?
 
     static let busName = "org.freedesktop.secrets"
     /// The access group of items created over D-Bus (they live as file keychain items: their lists decide).
@@ -43,6 +46,7 @@ public final class SecretServiceServer: Sendable {
     let labels: CollectionLabels
     /// Where changes go (keychaind's event fan-out, which calls ``announce(_:)`` back); nil: straight to the bus.
     private let eventSink: (@Sendable (KeychainEvent) -> Void)?
+    private let decisionLog: DecisionLog?
     struct State {
         var sessions: [String: Session] = [:]
         var nextSession = 1
@@ -83,7 +87,9 @@ public final class SecretServiceServer: Sendable {
 
     public init(connection: DBusConnection, environment: [String: String] = ProcessInfo.processInfo.environment,
                 observer: EmbeddedKeychainService,
-                publish: (@Sendable (KeychainEvent) -> Void)? = nil, serviceForPeer: @escaping ServiceForPeer) {
+                publish: (@Sendable (KeychainEvent) -> Void)? = nil, decisionLog: DecisionLog? = nil,
+                serviceForPeer: @escaping ServiceForPeer) {
+        self.decisionLog = decisionLog
         self.connection = connection
         self.environment = environment
         self.observer = observer
@@ -241,6 +247,20 @@ public final class SecretServiceServer: Sendable {
             && (message.interface == Self.propertiesInterface || member == "OpenSession" || member == "ReadAlias"))
         let service = needsIdentity ? try identification.service() : observer
         if needsIdentity { try checkStillSame(sender) }
+        guard needsIdentity, let decisionLog, let peer = state.withLock({ $0.peers[sender] }) else {
+            return try dispatch(message, member: member, path: requestedPath, sender: sender, service: service)
+        }
+        // Every decision about an item is in the access log before the answer goes out.
+        let trail = AccessTrail()
+        let result = Result { try AccessTrail.$current.withValue(trail) {
+            try dispatch(message, member: member, path: requestedPath, sender: sender, service: service)
+        } }
+        if let unlogged = decisionLog(trail.take(), peer, service.caller) { throw unlogged }
+        return try result.get()
+    }
+
+    private func dispatch(_ message: DBusMessage, member: String, path requestedPath: String, sender: String,
+                          service: EmbeddedKeychainService) throws -> [DBusValue] {
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
         let path = objects.canonicalPath(requestedPath)  // an alias is the collection it names
         if message.interface == Self.propertiesInterface {

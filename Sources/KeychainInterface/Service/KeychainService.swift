@@ -117,6 +117,12 @@ public protocol KeychainService: Sendable {
     /// as a backup (only the keychain's own `security`); an in-process keychain answers errSecNotAvailable.
     func sync(_ request: SyncRequest, keychain: KeychainReference) throws(KeychainError) -> SyncReport
 
+    // MARK: - Access log (`security access-log`, `verify-access-log`)
+
+    /// The access log's records or its check (docs/ACCESS-LOG.md). keychaind keeps it; only the keychain's own
+    /// `security`, after the login keychain's password; an in-process keychain answers errSecNotAvailable.
+    func accessLog(_ request: AccessLogRequest) throws(KeychainError) -> AccessLogReport
+
     // MARK: - The owner (LocalAuthentication)
 
     /// Checks the keychain password for `context` and marks it authenticated when right (false when wrong; the

@@ -181,6 +181,11 @@ public final class RemoteKeychainService: KeychainService {
         return report
     }
 
+    public func accessLog(_ request: AccessLogRequest) throws(KeychainError) -> AccessLogReport {
+        guard case .accessLogReport(let report) = try call(.accessLog(request)) else { throw unexpected() }
+        return report
+    }
+
     public func importSecrets(_ request: SecretImport, into keychain: KeychainReference?) throws(KeychainError)
         -> ImportReport
     {

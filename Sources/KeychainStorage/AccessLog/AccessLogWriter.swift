@@ -87,6 +87,15 @@ public final class AccessLogWriter {
         try rotate()
     }
 
+    /// Removes every file of the log and starts again at record 1, sealed to `key`: for files sealed to a key that
+    /// is lost (nobody can open them, and they would only read as another log's).
+    public func startAfresh(with key: Curve25519.KeyAgreement.PublicKey) throws(KeychainError) {
+        close()
+        for file in AccessLogFile.files(in: directory) { try? FileManager.default.removeItem(at: file.url) }
+        publicKey = key
+        try startFile(after: (0, []))
+    }
+
     /// Ends the current file with its close frame (a clean stop).
     /// - Returns: the chain hash the file ends on (the next file's header carries it).
     @discardableResult

@@ -171,6 +171,15 @@ public final class SecurityProgram {
                 help: "Stop syncing a keychain on this device (its items stay).") { args throws(CommandError) in
             try SyncCommands(session: self.session).leave(args)
         },
+        // Beyond macOS: who read what (docs/ACCESS-LOG.md).
+        Command(name: "access-log", usage: "[--program path] [--item id|label] [--since time|age] [--json]",
+                help: "Show which program did what with which item, as keychaind recorded it.") {
+            args throws(CommandError) in try AccessLogCommands(session: self.session).show(args)
+        },
+        Command(name: "verify-access-log", usage: "",
+                help: "Check the access log; name the first altered, removed, reordered or cut record.") {
+            args throws(CommandError) in try AccessLogCommands(session: self.session).verify(args)
+        },
         // Beyond macOS: other stores' secrets moved in (docs/MIGRATION.md).
         Command(name: "import-secrets",
                 usage: "--from secret-service|gnome-keyring|keepassxc-xml|keepassxc-csv|pass [--dry-run] [-k keychain] [-P -] [file|dir]",

@@ -1,0 +1,110 @@
+import Crypto
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+import Synchronization
+
+/// keychaind's access log (docs/ACCESS-LOG.md): every decision about an item, written before the answer goes out.
+///
+/// Records are sealed to the log's public key, so they are written with every keychain locked; its private key
+/// lives in the login keychain (``KeychaindItem/accessLogKey``), so reading them takes the login password. A key
+/// made while the login keychain was locked waits in memory for its first unlock. The public key is kept beside the
+/// files (`log-key`) for the next start; a replaced one is noticed at the next unlock, when the log is sealed again
+/// to the key the keychain holds.
+final class AccessLogKeeper: AccessLogKeeping {
+    let directory: URL
+    private let writer: Mutex<AccessLogWriter>
+    private let pendingKey: Mutex<Curve25519.KeyAgreement.PrivateKey?>
+
+    var keyFile: URL { directory.appendingPathComponent("log-key") }
+
+    init(directory: URL) throws(KeychainError) {
+        self.directory = directory
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw KeychainError(.io, "cannot create the access log's directory \(directory.path)")
+        }
+        var pending: Curve25519.KeyAgreement.PrivateKey?
+        let publicKey: Curve25519.KeyAgreement.PublicKey
+        if let data = try? Data(contentsOf: directory.appendingPathComponent("log-key")),
+           let key = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: data)
+        {
+            publicKey = key
+        } else {
+            let key = Curve25519.KeyAgreement.PrivateKey()
+            pending = key
+            publicKey = key.publicKey
+            try Self.write(publicKey, to: directory.appendingPathComponent("log-key"))
+        }
+        pendingKey = Mutex(pending)
+        writer = Mutex(try AccessLogWriter(directory: directory, publicKey: publicKey))
+    }
+
+    /// Writes `records` (one `write(2)`); an error means the call's answer must be an error too.
+    func record(_ records: [AccessLogRecord]) throws(KeychainError) {
+        guard !records.isEmpty else { return }
+        try writer.withLock { (writer: inout AccessLogWriter) throws(KeychainError) in try writer.append(records) }
+    }
+
+    /// Ends the current file cleanly (keychaind stops).
+    func close() { writer.withLock { _ = $0.close() } }
+
+    func keyReady(in login: KeychainFile) {
+        guard !login.isLocked,
+              case .success(let stored) = Result(catching: { () throws(KeychainError) in try login.keychaindSecret(.accessLogKey) })
+        else { return }
+        if let stored, let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: stored.withUnsafeBytes { Data($0) }) {
+            pendingKey.withLock { $0 = nil }
+            seal(to: key.publicKey)
+            return
+        }
+        // The keychain holds none: the key made while it was locked, or, when that one was lost with a keychaind
+        // that ended first, a new one (the files sealed to the lost key open for nobody, and go).
+        let key: Curve25519.KeyAgreement.PrivateKey
+        var lost = false
+        if let pending = pendingKey.withLock({ $0 }) {
+            key = pending
+        } else {
+            key = Curve25519.KeyAgreement.PrivateKey()
+            lost = true
+        }
+        var bytes = [UInt8](key.rawRepresentation)
+        guard (try? login.storeKeychaindSecret(.accessLogKey, SecretBytes(consuming: &bytes))) != nil else { return }
+        pendingKey.withLock { $0 = nil }
+        seal(to: key.publicKey, startingAfresh: lost)
+    }
+
+    private func seal(to key: Curve25519.KeyAgreement.PublicKey, startingAfresh: Bool = false) {
+        writer.withLock { writer in
+            if startingAfresh { try? writer.startAfresh(with: key); return }
+            guard writer.publicKey.rawRepresentation != key.rawRepresentation else { return }
+            try? writer.use(key)
+        }
+        try? Self.write(key, to: keyFile)
+    }
+
+    func report(_ request: AccessLogRequest, privateKey: SecretBytes) throws(KeychainError) -> AccessLogReport {
+        guard let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: privateKey.withUnsafeBytes { Data($0) })
+        else { throw KeychainError(.decode, "the access log's key is damaged") }
+        // Where the log stands now: records written while it is read are not part of this report.
+        let head = writer.withLock { $0.head }
+        let filter: AccessLogFilter
+        switch request {
+        case .read(let wanted): filter = wanted
+        case .verify: filter = AccessLogFilter(program: "\u{0}")  // checks every record, returns none
+        }
+        return AccessLogReader.read(directory: directory, privateKey: key, head: head, filter: filter)
+    }
+
+    private static func write(_ key: Curve25519.KeyAgreement.PublicKey, to url: URL) throws(KeychainError) {
+        do {
+            try key.rawRepresentation.write(to: url, options: .atomic)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        } catch {
+            throw KeychainError(.io, "cannot write \(url.path)")
+        }
+    }
+}

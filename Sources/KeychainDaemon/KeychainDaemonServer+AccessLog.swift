@@ -1,0 +1,83 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainStorage
+import KeychainWire
+
+/// The access log's side of serving: the decisions a call made, completed with who made it, written before its
+/// answer goes out (docs/ACCESS-LOG.md).
+extension KeychainDaemonServer {
+    /// Runs `body` with a trail bound, so that storage and the Asker note every decision about an item on it.
+    func tracingDecisions<T>(_ body: () throws -> T) rethrows -> (T, [AccessLogRecord]) {
+        let trail = AccessTrail()
+        let result = try AccessTrail.$current.withValue(trail) { try body() }
+        return (result, trail.take())
+    }
+
+    /// Writes what a call decided, with the program, its process and its door filled in. A failed item call that
+    /// decided about no item is written as one record with its status (a refused group, a duplicate); a search that
+    /// found nothing is not. Nil when written; else the error the call must answer instead (no answer goes out
+    /// that the log does not hold).
+    func log(_ records: [AccessLogRecord], failure: KeychainError?, keychain: String?, peer: PeerIdentity,
+             caller: Caller, door: AccessLogRecord.FrontEnd? = nil) -> KeychainError? {
+        var records = records
+        if records.isEmpty, let failure, failure.status != .itemNotFound, let keychain {
+            records = [AccessLogRecord(time: Date(), keychain: keychain, action: .call, outcome: .failed,
+                                       status: failure.status.rawValue)]
+        }
+        guard !records.isEmpty else { return nil }
+        let frontEnd = door ?? Self.frontEnd(of: caller)
+        for index in records.indices {
+            records[index].program = caller.application?.path ?? peer.executable ?? ""
+            records[index].digest = peer.executableDigest.map { Hex.string($0) } ?? ""
+            records[index].pid = peer.pid
+            records[index].frontEnd = frontEnd
+        }
+        do throws(KeychainError) {
+            try accessLog.record(records)
+            return nil
+        } catch {
+            return KeychainError(.io, "the access log cannot be written, so keychaind answers nothing: \(error.message)")
+        }
+    }
+
+    /// The door a socket client came through: the keychain's own tools by their group, anything else through the
+    /// Security API (or the native one, which is the same door).
+    static func frontEnd(of caller: Caller) -> AccessLogRecord.FrontEnd {
+        guard caller.hasWildcard else { return .securityAPI }
+        switch caller.accessGroups.first {
+        case "security": return .securityCommand
+        case "git-credential-keychain": return .git
+        case "docker-credential-keychain": return .docker
+        default: return .securityAPI
+        }
+    }
+
+    /// The keychain an item request names (nil: the default keychain, as the service resolves it), or nil for a
+    /// request that is not about items.
+    static func itemKeychain(of request: Request, service: EmbeddedKeychainService) -> String? {
+        let named: KeychainReference?
+        switch request {
+        case .add(_, let r), .search(_, let r), .update(_, _, let r), .delete(_, let r), .upsert(_, _, _, let r),
+             .replaceAll(_, _, let r), .useKey(_, _, let r), .exportItems(_, let r), .certificates(_, let r),
+             .importItems(_, let r), .generateKeyPair(_, let r):
+            named = r
+        case .allItems(let r, _): named = r
+        default: return nil
+        }
+        return (named ?? service.defaultKeychain()).path
+    }
+
+    /// The login keychain gets the log's private key once it is open and unlocked: at start (a keychain without a
+    /// password), and at its unlock (``publish(_:)``).
+    func accessLogKeyReady() {
+        let login = KeychainPreferences(locations: locations).paths().loginKeychain
+        guard FileManager.default.fileExists(atPath: login),
+              case .success(let file) = Result(catching: { () throws(KeychainError) in
+                  try OpenKeychains.shared.file(at: URL(fileURLWithPath: login), configuration: fileConfiguration,
+                                                createWithPassword: nil, create: false)
+              })
+        else { return }
+        accessLog.keyReady(in: file)
+    }
+}
