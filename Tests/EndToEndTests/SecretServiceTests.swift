@@ -219,6 +219,20 @@ struct SecretServiceTests {
         #expect(try desktop.run("keychain-example", "get", "notes", "me").stdout == "NATIVE-CANARY\n")
     }
 
+    @Test("the access log records what a program did over D-Bus, through the Secret Service door")
+    func accessLogOverTheBus() throws {
+        let desktop = try Desktop()
+        #expect(try desktop.startDaemon() == "ready")
+        #expect(try desktop.run("/usr/bin/secret-tool", "store", "--label=Bus item", "app", "bus", stdin: "BUS-SECRET").status == 0)
+        #expect(try desktop.run("/usr/bin/secret-tool", "lookup", "app", "bus").stdout == "BUS-SECRET")
+        let shown = try desktop.run("security", "access-log", "--json", "--program", "secret-tool")
+        #expect(shown.status == 0, "\(shown.stderr)")
+        let records = try AccessLogTests.records(shown.stdout)
+        #expect(records.contains { $0.frontEnd == .secretService && $0.action == .add && $0.itemLabel == "Bus item"
+            && $0.program == "/usr/bin/secret-tool" })
+        #expect(records.contains { $0.frontEnd == .secretService && $0.action == .readSecret && $0.outcome == .allowed })
+    }
+
     /// Python's secretstorage (the client behind `keyring`'s SecretService backend) and keyring itself, unchanged.
     static let pythonClients = """
         import secretstorage
