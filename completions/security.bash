@@ -2,7 +2,7 @@
 _security() {
     local cur="${COMP_WORDS[COMP_CWORD]}" flags=""
     if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "help list-keychains default-keychain login-keychain create-keychain delete-keychain lock-keychain unlock-keychain set-keychain-settings set-keychain-password show-keychain-info dump-keychain add-generic-password add-internet-password find-generic-password find-internet-password delete-generic-password delete-internet-password find-certificate find-identity delete-certificate delete-identity add-certificates import export error backup-keychain restore-keychain sync-setup sync-join sync-approve sync-remove-device sync-recover sync-devices sync-now sync-status sync-leave import-secrets trust-program" -- "$cur"))
+        COMPREPLY=($(compgen -W "help list-keychains default-keychain login-keychain create-keychain delete-keychain lock-keychain unlock-keychain set-keychain-settings set-keychain-password show-keychain-info dump-keychain add-generic-password add-internet-password find-generic-password find-internet-password delete-generic-password delete-internet-password find-certificate find-identity delete-certificate delete-identity add-certificates import export error backup-keychain restore-keychain sync-setup sync-join sync-approve sync-remove-device sync-recover sync-devices sync-now sync-status sync-leave access-log verify-access-log import-secrets trust-program" -- "$cur"))
         return
     fi
     case "${COMP_WORDS[1]}" in
@@ -43,6 +43,8 @@ _security() {
         sync-now) flags="" ;;
         sync-status) flags="" ;;
         sync-leave) flags="" ;;
+        access-log) flags="" ;;
+        verify-access-log) flags="" ;;
         import-secrets) flags="" ;;
         trust-program) flags="" ;;
     esac

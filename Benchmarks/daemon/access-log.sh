@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The access log's cost (docs/ACCESS-LOG.md): the same load against a keychaind without the log and one with it,
+# side by side, alternating, RUNS times each: the find round trip from one client and the mixed throughput of
+# CLIENTS clients (DaemonLoad, release builds, a scratch home per run).
+#   Benchmarks/daemon/access-log.sh OLD_KEYCHAIND NEW_KEYCHAIND [RUNS=5] [ITEMS=1000] [CLIENTS=8] [REQUESTS=2000]
+# OLD_KEYCHAIND: a release keychaind from before the log, e.g.
+#   git worktree add /tmp/before 556cac3 && swift build --package-path /tmp/before -c release --product keychaind
+set -euo pipefail
+old="$1" new="$2" runs="${3:-5}" items="${4:-1000}" clients="${5:-8}" requests="${6:-2000}"
+cd "$(dirname "$0")/../.."
+(cd Benchmarks && swift build -c release --product DaemonLoad >/dev/null)
+load="$(cd Benchmarks && swift build -c release --show-bin-path)/DaemonLoad"
+
+one() {  # one NAME DAEMON: one run in a scratch home; prints "NAME find-p50-µs calls-per-second"
+    local home
+    home="$(mktemp -d)"
+    mkdir -p -m 700 "$home/run"
+    (
+        export HOME="$home" XDG_DATA_HOME="$home/data" XDG_STATE_HOME="$home/state" XDG_CONFIG_HOME="$home/config" \
+            XDG_RUNTIME_DIR="$home/run"
+        setsid -f "$2" >/dev/null 2>&1
+        for _ in $(seq 1 200); do ls "$home"/run/keychain/*.sock >/dev/null 2>&1 && break; sleep 0.05; done
+        out="$("$load" "$items" "$clients" "$requests")"
+        kill "$(cat "$home"/run/keychain/*.sock.lock)" 2>/dev/null || true
+        p50="$(sed -n 's/^find round trip.*p50 \([0-9]*\) µs.*/\1/p' <<<"$out")"
+        rate="$(sed -n 's/.* \([0-9]*\) requests\/s.*/\1/p' <<<"$out" | head -1)"
+        echo "$1 $p50 $rate"
+    )
+    sleep 0.3
+    rm -rf "$home"
+}
+
+results="$(for _ in $(seq 1 "$runs"); do one before "$old"; one after "$new"; done)"
+echo "$results"
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+for column in 2 3; do
+    b="$(awk -v c=$column '$1=="before" {print $c}' <<<"$results" | median)"
+    a="$(awk -v c=$column '$1=="after" {print $c}' <<<"$results" | median)"
+    name=$([ $column = 2 ] && echo "find round trip p50 (µs)" || echo "mixed calls/s")
+    echo "$name: before $b, after $a, ratio $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a/b}')"
+done
