@@ -14,24 +14,40 @@ extension KeychainDaemonServer {
         return (result, trail.take())
     }
 
+    /// Who a record says called: worked out once per connection (the digest's hex is not free).
+    struct LoggedCaller: Sendable {
+        let program: String
+        let digest: String
+        let pid: Int32
+        let door: AccessLogRecord.FrontEnd
+
+        init(peer: PeerIdentity, caller: Caller, door: AccessLogRecord.FrontEnd? = nil) {
+            program = caller.application?.path ?? peer.executable ?? ""
+            digest = peer.executableDigest.map { Hex.string($0) } ?? ""
+            pid = peer.pid
+            self.door = door ?? KeychainDaemonServer.frontEnd(of: caller)
+        }
+    }
+
     /// Writes what a call decided, with the program, its process and its door filled in. A failed item call that
     /// decided about no item is written as one record with its status (a refused group, a duplicate); a search that
     /// found nothing is not. Nil when written; else the error the call must answer instead (no answer goes out
     /// that the log does not hold).
-    func log(_ records: [AccessLogRecord], failure: KeychainError?, keychain: String?, peer: PeerIdentity,
-             caller: Caller, door: AccessLogRecord.FrontEnd? = nil) -> KeychainError? {
+    ///
+    /// - Parameter keychain: the keychain a failed item call named (asked only then), nil for none.
+    func log(_ records: [AccessLogRecord], failure: KeychainError?, keychain: () -> String?,
+             by caller: LoggedCaller) -> KeychainError? {
         var records = records
-        if records.isEmpty, let failure, failure.status != .itemNotFound, let keychain {
+        if records.isEmpty, let failure, failure.status != .itemNotFound, let keychain = keychain() {
             records = [AccessLogRecord(time: Date(), keychain: keychain, action: .call, outcome: .failed,
                                        status: failure.status.rawValue)]
         }
         guard !records.isEmpty else { return nil }
-        let frontEnd = door ?? Self.frontEnd(of: caller)
         for index in records.indices {
-            records[index].program = caller.application?.path ?? peer.executable ?? ""
-            records[index].digest = peer.executableDigest.map { Hex.string($0) } ?? ""
-            records[index].pid = peer.pid
-            records[index].frontEnd = frontEnd
+            records[index].program = caller.program
+            records[index].digest = caller.digest
+            records[index].pid = caller.pid
+            records[index].frontEnd = caller.door
         }
         do throws(KeychainError) {
             try accessLog.record(records)

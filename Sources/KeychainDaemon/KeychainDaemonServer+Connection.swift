@@ -60,6 +60,7 @@ extension KeychainDaemonServer {
         defer { if let connectionService { retire(connectionService) } }
         var contexts = ConnectionContexts()
         var connectionAsker = Asker(prompter: nil)
+        var loggedCaller: LoggedCaller?
         while true {
             var frame: [UInt8]
             let start = stream.consumed
@@ -103,6 +104,7 @@ extension KeychainDaemonServer {
                                 "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
                         }
                         if let connectionService { retire(connectionService) }
+                        loggedCaller = nil
                         connectionService = register(EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration,
                             syncing: syncing, accessLog: accessLog))
@@ -127,8 +129,10 @@ extension KeychainDaemonServer {
                         }
                         var failure: KeychainError?
                         if case .failure(let error) = handled { failure = error }
-                        let keychain = Self.itemKeychain(of: request, service: service)
-                        if let unlogged = log(decisions, failure: failure, keychain: keychain, peer: peer, caller: service.caller) {
+                        if loggedCaller == nil { loggedCaller = LoggedCaller(peer: peer, caller: service.caller) }
+                        if let loggedCaller, let unlogged = log(decisions, failure: failure, keychain: {
+                            Self.itemKeychain(of: request, service: service)
+                        }, by: loggedCaller) {
                             response = .failure(unlogged)
                         } else {
                             response = handled

@@ -25,7 +25,8 @@ extension KeychainDaemonServer {
         let server = SecretServiceServer(
             connection: connection, observer: observer, publish: { [self] event in publish(event) },
             decisionLog: { [self] records, peer, caller in
-                log(records, failure: nil, keychain: nil, peer: peer, caller: caller, door: .secretService)
+                records.isEmpty ? nil : log(records, failure: nil, keychain: { nil },
+                                            by: LoggedCaller(peer: peer, caller: caller, door: .secretService))
             }
         ) { [self] peer in
             guard let claimed = policy.caller(for: peer) else { return nil }

@@ -8,8 +8,12 @@ enum AccessLogCoding {
         out.reserveCapacity(256)
         func u64(_ v: UInt64) { withUnsafeBytes(of: v.bigEndian) { out.append(contentsOf: $0) } }
         func string(_ s: String) {
-            let bytes = Array(s.utf8.prefix(4096))
-            u64(UInt64(bytes.count)); out.append(contentsOf: bytes)
+            var s = s
+            s.withUTF8 { utf8 in
+                let kept = UnsafeBufferPointer(rebasing: utf8.prefix(4096))
+                u64(UInt64(kept.count))
+                out.append(contentsOf: kept)
+            }
         }
         func optional(_ s: String?) { if let s { out.append(1); string(s) } else { out.append(0) } }
         u64(record.sequence)

@@ -10,8 +10,8 @@ import KeychainCore
 /// - **Keys**: X25519 between the ephemeral key and the log's key, then HKDF salted with the header's SHA-256: one
 ///   key seals the records (AES-256-GCM; so keychaind writes with every keychain locked, and only the holder of the
 ///   log's private key, kept in the login keychain, reads), another is the first MAC key.
-/// - **Frame**: length (4), then the body (sequence number 8, kind 1, sealed record), then an HMAC-SHA256 of the chain
-///   hash so far under the current MAC key. The chain hash is SHA-256 of the previous one and the body; the MAC key
+/// - **Frame**: length (4), then the body (sequence number 8, kind 1, sealed record), then SHA-256(MAC key ‖ chain
+///   hash so far). The chain hash is SHA-256 of the previous one and the body; the MAC key
 ///   is replaced by SHA-256 of itself after every frame and the old one forgotten, so a program that later steals
 ///   keychaind's current key cannot rewrite an earlier record unnoticed.
 /// - A **close** frame ends a file that keychaind finished (rotation, a clean stop): the next file's header carries
@@ -59,9 +59,13 @@ enum AccessLogFile {
     }
 
     /// The keys of one file, from the shared secret of its ephemeral key and the log's key.
+    ///
+    /// The MAC is a keyed SHA-256 of the fixed-length chain value rather than HMAC: sound for input of one fixed
+    /// length, and without a key object per record (this runs before every answer keychaind gives).
     struct Keys {
         let sealing: SymmetricKey
-        var mac: SymmetricKey
+        /// The current MAC key; replaced by SHA-256("next" ‖ key) after every frame and never kept.
+        var mac: [UInt8]
         /// The chain hash so far (starts as the header's digest).
         var chain: [UInt8]
         let headerDigest: [UInt8]
@@ -73,35 +77,52 @@ enum AccessLogFile {
                                                      sharedInfo: Array("access-log records".utf8), outputByteCount: 32)
             mac = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: digest,
                                                  sharedInfo: Array("access-log mac".utf8), outputByteCount: 32)
+                .withUnsafeBytes { Array($0) }
             chain = digest
         }
 
         /// The frame for `plaintext`, advancing the chain and the MAC key.
         mutating func frame(sequence: UInt64, kind: Kind, plaintext: [UInt8]) throws -> [UInt8] {
+            let prefix = AccessLogFile.prefix(sequence, kind)
             let sealed = try AES.GCM.seal(plaintext, using: sealing, nonce: AccessLogFile.nonce(sequence),
-                                          authenticating: headerDigest + AccessLogFile.prefix(sequence, kind))
-            let body = AccessLogFile.prefix(sequence, kind) + Array(sealed.ciphertext) + Array(sealed.tag)
+                                             authenticating: headerDigest + prefix)
+            let bodyLength = prefix.count + sealed.ciphertext.count + 16
             var out: [UInt8] = []
-            withUnsafeBytes(of: UInt32(body.count).bigEndian) { out.append(contentsOf: $0) }
-            out += body
-            out += advance(over: body)
+            out.reserveCapacity(4 + bodyLength + AccessLogFile.macSize)
+            withUnsafeBytes(of: UInt32(bodyLength).bigEndian) { out.append(contentsOf: $0) }
+            out.append(contentsOf: prefix)
+            out.append(contentsOf: sealed.ciphertext)
+            out.append(contentsOf: sealed.tag)
+            out.append(contentsOf: advance(over: out[4...]))
             return out
         }
 
-        /// The MAC of `body` at this point of the chain; moves the chain and the key on.
-        mutating func advance(over body: [UInt8]) -> [UInt8] {
-            chain = Array(SHA256.hash(data: chain + body))
-            let tag = Array(HMAC<SHA256>.authenticationCode(for: chain, using: mac))
-            mac = SymmetricKey(data: SHA256.hash(data: Array("next".utf8) + mac.withUnsafeBytes { Array($0) }))
+        /// The MAC of `body` at this point of the chain, SHA-256(key ‖ chain) (a prefix MAC is sound for input of
+        /// one fixed length); moves the chain and the key on.
+        mutating func advance(over body: some DataProtocol) -> [UInt8] {
+            var hasher = SHA256()
+            hasher.update(data: chain)
+            hasher.update(data: body)
+            chain = Array(hasher.finalize())
+            var tagger = SHA256()
+            tagger.update(data: mac)
+            tagger.update(data: chain)
+            let tag = Array(tagger.finalize())
+            var next = SHA256()
+            next.update(data: Self.nextLabel)
+            next.update(data: mac)
+            mac = Array(next.finalize())
             return tag
         }
+
+        static let nextLabel = Array("next".utf8)
 
         func open(_ body: [UInt8]) -> [UInt8]? {
             guard body.count >= 9 + 16 else { return nil }
             let ciphertext = body[9..<(body.count - 16)]
             let tag = body[(body.count - 16)...]
             guard let box = try? AES.GCM.SealedBox(nonce: AccessLogFile.nonce(AccessLogFile.sequence(of: body)),
-                                                   ciphertext: ciphertext, tag: tag),
+                                                      ciphertext: ciphertext, tag: tag),
                   let plain = try? AES.GCM.open(box, using: sealing, authenticating: headerDigest + body[0..<9])
             else { return nil }
             return Array(plain)
