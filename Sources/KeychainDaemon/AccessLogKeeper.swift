@@ -16,6 +16,11 @@ final class AccessLogKeeper: AccessLogKeeping {
     let directory: URL
     private let writer: Mutex<AccessLogWriter>
     private let pendingKey: Mutex<Curve25519.KeyAgreement.PrivateKey?>
+    /// The login keychain holds the key the log is sealed to (checked once per keychaind; until then, after every
+    /// call, since a call may have created or unlocked the login keychain).
+    private let keyed = Atomic(false)
+
+    var isKeyed: Bool { keyed.load(ordering: .acquiring) }
 
     var keyFile: URL { directory.appendingPathComponent("log-key") }
 
@@ -59,6 +64,7 @@ final class AccessLogKeeper: AccessLogKeeping {
         if let stored, let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: stored.withUnsafeBytes { Data($0) }) {
             pendingKey.withLock { $0 = nil }
             seal(to: key.publicKey)
+            keyed.store(true, ordering: .releasing)
             return
         }
         // The keychain holds none: the key made while it was locked, or, when that one was lost with a keychaind
@@ -75,6 +81,7 @@ final class AccessLogKeeper: AccessLogKeeping {
         guard (try? login.storeKeychaindSecret(.accessLogKey, SecretBytes(consuming: &bytes))) != nil else { return }
         pendingKey.withLock { $0 = nil }
         seal(to: key.publicKey, startingAfresh: lost)
+        keyed.store(true, ordering: .releasing)
     }
 
     private func seal(to key: Curve25519.KeyAgreement.PublicKey, startingAfresh: Bool = false) {

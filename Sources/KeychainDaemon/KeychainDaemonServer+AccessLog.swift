@@ -78,7 +78,9 @@ extension KeychainDaemonServer {
              .replaceAll(_, _, let r), .useKey(_, _, let r), .exportItems(_, let r), .certificates(_, let r),
              .importItems(_, let r), .generateKeyPair(_, let r):
             named = r
-        case .allItems(let r, _): named = r
+        case .allItems(let r, _), .backUp(let r, _, _), .restore(_, _, let r), .sync(_, let r): named = r
+        case .importSecrets(_, let r): named = r
+        case .accessLog: named = service.loginKeychain()
         default: return nil
         }
         return (named ?? service.defaultKeychain()).path

@@ -237,18 +237,22 @@ public final class EmbeddedKeychainService: KeychainService {
         -> BackupReport
     {
         let file = try ownersFile(keychain, doing: "back up")
-        return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
+        let report = try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
             _ throws(KeychainError) in try file.writeBackup(to: path, password: password)
         }
+        AccessTrail.noteKeychainAct(.backUp, keychain: file.url.path)
+        return report
     }
 
     public func restore(from path: String, password: SecretBytes, into keychain: KeychainReference)
         throws(KeychainError) -> BackupReport
     {
         let file = try ownersFile(keychain, doing: "restore a backup into")
-        return try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
+        let report = try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
             _ throws(KeychainError) in try file.restoreBackup(from: path, password: password)
         }
+        AccessTrail.noteKeychainAct(.restore, keychain: file.url.path)
+        return report
     }
 
     // MARK: - Sync
@@ -293,6 +297,7 @@ public final class EmbeddedKeychainService: KeychainService {
             }
             return key
         }
+        AccessTrail.noteKeychainAct(.readAccessLog, keychain: file.url.path)
         return try accessLog.report(request, privateKey: key)
     }
 

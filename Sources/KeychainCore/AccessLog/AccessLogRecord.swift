@@ -21,6 +21,10 @@ public struct AccessLogRecord: Sendable, Hashable, Codable {
         case ask
         /// A call that failed before any item was decided on (not found, no entitlement, a duplicate).
         case call
+        // Acts on a whole keychain (the keychain's own `security`, after its owner's password).
+        case backUp = "back up"
+        case restore
+        case readAccessLog = "read the access log"
 
         public init(_ operation: ItemOperation) {
             self = switch operation {

@@ -42,6 +42,12 @@ public final class AccessTrail: Sendable {
         current?.append(AccessLogRecord(time: Date(), keychain: keychain, action: .add, outcome: .allowed, item: item))
     }
 
+    /// An act on the whole keychain at `keychain` (a backup, a restore, a read of the access log; an import is
+    /// its items' adds).
+    public static func noteKeychainAct(_ action: AccessLogRecord.Action, keychain: String) {
+        current?.append(AccessLogRecord(time: Date(), keychain: keychain, action: action, outcome: .allowed))
+    }
+
     /// A question put to the user and how it ended.
     public static func noteQuestion(_ requirement: AccessRequirement, item: UUID?, itemName: String, keychain: String,
                                     outcome: AccessLogRecord.Outcome) {
