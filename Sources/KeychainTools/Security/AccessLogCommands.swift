@@ -69,12 +69,7 @@ struct AccessLogCommands {
         do throws(KeychainError) {
             return show(try session.service.accessLog(request))
         } catch {
-            Terminal.writeError("security: \(api): \(error.status.message)\n")
-            let prefix = error.status.message + " ("
-            if error.message.hasPrefix(prefix), error.message.hasSuffix(")") {
-                Terminal.writeError("  \(error.message.dropFirst(prefix.count).dropLast())\n")
-            }
-            return error.status.exitCode
+            return Terminal.reportFailure(of: api, error)
         }
     }
 

@@ -189,13 +189,7 @@ struct SyncCommands {
             let keychain = try session.keychain(keychainName)
             show(try session.service.sync(request, keychain: keychain))
         } catch {
-            // Apple's status line, then why (a command of our own: the reason is what the user needs to act on).
-            Terminal.writeError("security: \(api): \(error.status.message)\n")
-            let prefix = error.status.message + " ("
-            if error.message.hasPrefix(prefix), error.message.hasSuffix(")") {
-                Terminal.writeError("  \(error.message.dropFirst(prefix.count).dropLast())\n")
-            }
-            return error.status.exitCode
+            return Terminal.reportFailure(of: api, error)
         }
         return 0
     }

@@ -12,6 +12,17 @@ import Glibc
 
 /// Reading secrets from the user: the terminal with echo off, or standard input when there is no terminal.
 enum Terminal {
+    /// A failed command of our own (beyond macOS): Apple's status line, then why on a second line (the reason is
+    /// what the user needs to act on). Returns the exit status.
+    static func reportFailure(of api: String, _ error: KeychainError) -> Int32 {
+        writeError("security: \(api): \(error.status.message)\n")
+        let prefix = error.status.message + " ("
+        if error.message.hasPrefix(prefix), error.message.hasSuffix(")") {
+            writeError("  \(error.message.dropFirst(prefix.count).dropLast())\n")
+        }
+        return error.status.exitCode
+    }
+
     static func writeError(_ text: String) { StandardStreams.write(Array(text.utf8), to: 2) }
     static func writeOut(_ text: String) { StandardStreams.write(Array(text.utf8), to: 1) }
 
