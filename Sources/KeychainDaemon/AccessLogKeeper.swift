@@ -57,7 +57,14 @@ final class AccessLogKeeper: AccessLogKeeping {
     /// Ends the current file cleanly (keychaind stops).
     func close() { writer.withLock { _ = $0.close() } }
 
+    /// One key change at a time (unlock events, calls and a read of the log may all ask at once).
+    private let keying = Mutex(())
+
     func keyReady(in login: KeychainFile) {
+        keying.withLock { _ in takeKey(in: login) }
+    }
+
+    private func takeKey(in login: KeychainFile) {
         guard !login.isLocked,
               case .success(let stored) = Result(catching: { () throws(KeychainError) in try login.keychaindSecret(.accessLogKey) })
         else { return }
@@ -68,25 +75,20 @@ final class AccessLogKeeper: AccessLogKeeping {
             return
         }
         // The keychain holds none: the key made while it was locked, or, when that one was lost with a keychaind
-        // that ended first, a new one (the files sealed to the lost key open for nobody, and go).
-        let key: Curve25519.KeyAgreement.PrivateKey
-        var lost = false
-        if let pending = pendingKey.withLock({ $0 }) {
-            key = pending
-        } else {
-            key = Curve25519.KeyAgreement.PrivateKey()
-            lost = true
-        }
+        // that ended first, a new one. Files sealed to a lost key stay (the check names them): nothing removes
+        // records on the word of a keychain file a program could have swapped.
+        let key = pendingKey.withLock({ $0 }) ?? Curve25519.KeyAgreement.PrivateKey()
         var bytes = [UInt8](key.rawRepresentation)
         guard (try? login.storeKeychaindSecret(.accessLogKey, SecretBytes(consuming: &bytes))) != nil else { return }
         pendingKey.withLock { $0 = nil }
-        seal(to: key.publicKey, startingAfresh: lost)
+        seal(to: key.publicKey)
         keyed.store(true, ordering: .releasing)
     }
 
-    private func seal(to key: Curve25519.KeyAgreement.PublicKey, startingAfresh: Bool = false) {
+    /// Seals the log to `key` from the next record on. A file that cannot be opened leaves the writer without one:
+    /// every later call then fails closed (errSecIO) until one can.
+    private func seal(to key: Curve25519.KeyAgreement.PublicKey) {
         writer.withLock { writer in
-            if startingAfresh { try? writer.startAfresh(with: key); return }
             guard writer.publicKey.rawRepresentation != key.rawRepresentation else { return }
             try? writer.use(key)
         }

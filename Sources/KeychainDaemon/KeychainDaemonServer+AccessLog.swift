@@ -80,7 +80,7 @@ extension KeychainDaemonServer {
             named = r
         case .allItems(let r, _), .backUp(let r, _, _), .restore(_, _, let r), .sync(_, let r): named = r
         case .importSecrets(_, let r): named = r
-        case .accessLog: named = service.loginKeychain()
+        case .accessLog: named = KeychainReference(path: service.locations.loginKeychain.path)
         default: return nil
         }
         return (named ?? service.defaultKeychain()).path
@@ -89,7 +89,8 @@ extension KeychainDaemonServer {
     /// The login keychain gets the log's private key once it is open and unlocked: at start (a keychain without a
     /// password), and at its unlock (``publish(_:)``).
     func accessLogKeyReady() {
-        let login = KeychainPreferences(locations: locations).paths().loginKeychain
+        // At its standard place (see EmbeddedKeychainService.accessLog): never a keychain the preference names.
+        let login = locations.loginKeychain.path
         guard FileManager.default.fileExists(atPath: login),
               case .success(let file) = Result(catching: { () throws(KeychainError) in
                   try OpenKeychains.shared.file(at: URL(fileURLWithPath: login), configuration: fileConfiguration,

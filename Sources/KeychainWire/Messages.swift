@@ -126,7 +126,8 @@ public enum Request: Sendable {
         case .accessLog(.read(let filter)):
             w.byte(38); w.byte(0)
             w.optionalString(filter.program); w.optionalString(filter.item)
-            w.bool(filter.since != nil); w.int(Int64(((filter.since?.timeIntervalSince1970) ?? 0) * 1000))
+            let since = (filter.since?.timeIntervalSince1970 ?? 0) * 1000
+            w.bool(filter.since != nil); w.int(since.isFinite ? Int64(max(min(since, 1e15), -1e15)) : 0)
         case .accessLog(.verify): w.byte(38); w.byte(1)
         case .sync(let request, let r):
             w.byte(37)

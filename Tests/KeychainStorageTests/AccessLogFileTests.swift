@@ -184,4 +184,45 @@ struct AccessLogFileTests {
         #expect(report.records.last?.sequence == 60)
         #expect(report.check.notes.contains { $0.contains("rotated away") })
     }
+
+    @Test("planted files: a first sequence of 0, a frame numbered 2^64-1, a sign in the name: no crash, and named")
+    func plantedFiles() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let zero = AccessLogFile.Header(index: 1, firstSequence: 0, previousChain: [UInt8](repeating: 0, count: 32),
+                                        logKey: Array(key.publicKey.rawRepresentation),
+                                        ephemeralKey: Array(Curve25519.KeyAgreement.PrivateKey().publicKey.rawRepresentation))
+        try Data(zero.bytes).write(to: directory.appendingPathComponent("access-log-000001"))
+        #expect(check(nil).check.problem?.contains("damaged") == true)
+        // A frame numbered 2^64-1 after a valid header: the writer starts after it without trapping.
+        var maxed = zero
+        maxed.firstSequence = 1
+        var frame: [UInt8] = [0, 0, 0, 40] + [UInt8](repeating: 0xFF, count: 8) + [1] + [UInt8](repeating: 0, count: 31)
+        frame += [UInt8](repeating: 0, count: 32)
+        try Data(maxed.bytes + frame).write(to: directory.appendingPathComponent("access-log-000001"))
+        try Data().write(to: directory.appendingPathComponent("access-log-+00005"))
+        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey)
+        try writer.append([Self.record(1)])
+        #expect(writer.head.file == 2 && writer.head.sequence == 1)
+        #expect(check(writer.head).check.problem != nil)
+    }
+
+    @Test("a rotation that cannot open the next file fails closed: no call's record is dropped silently")
+    func rotationFailsClosed() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey, maximumFileSize: 1_000)
+        // The next file's name is taken (another program put something there).
+        try Data("in the way".utf8).write(to: directory.appendingPathComponent("access-log-000002"))
+        var failures = 0
+        for n in 1...20 {
+            do { try writer.append([Self.record(n)]) } catch { failures += 1 }
+        }
+        #expect(failures > 0)
+        // Once the way is clear, the writer carries on in a new file, and the chain holds to its head.
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("access-log-000002"))
+        try writer.append([Self.record(99)])
+        let report = check(writer.head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.records.count == 21 - failures)
+    }
 }

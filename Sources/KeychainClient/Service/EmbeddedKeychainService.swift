@@ -288,7 +288,9 @@ public final class EmbeddedKeychainService: KeychainService {
         guard let accessLog else {
             throw KeychainError(.notAvailable, "the access log is kept by keychaind (KEYCHAIN_BACKEND=daemon or auto)")
         }
-        let file = try ownersFile(loginKeychain(), doing: "read the access log of")
+        // The login keychain at its standard place, not the user's preference: a program of the user could point
+        // the preference at a keychain of its own, with a log key of its own.
+        let file = try ownersFile(reference(locations.loginKeychain), doing: "read the access log of")
         let key = try asker.run(Asker.Call(program: caller.application?.path), gate: FileGate(file: file)) {
             _ throws(KeychainError) -> SecretBytes in
             accessLog.keyReady(in: file)

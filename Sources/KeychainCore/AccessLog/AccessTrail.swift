@@ -15,7 +15,16 @@ import Synchronization
 public final class AccessTrail: Sendable {
     @TaskLocal public static var current: AccessTrail?
 
-    private let noted = Mutex<[AccessLogRecord]>([])
+    private let noted = Mutex<(records: [AccessLogRecord], seen: Set<Decision>)>(([], []))
+
+    /// What makes two notes the same decision.
+    private struct Decision: Hashable {
+        var item: UUID?
+        var action: AccessLogRecord.Action
+        var outcome: AccessLogRecord.Outcome
+        var keychain: String
+        var question: String?
+    }
 
     public init() {}
 
@@ -71,19 +80,18 @@ public final class AccessTrail: Sendable {
     /// Adds `record` unless the same decision about the same item is already noted (a call that reads its rows
     /// again after a concurrent write decides again).
     public func append(_ record: AccessLogRecord) {
-        noted.withLock { records in
-            let repeated = records.contains {
-                $0.item == record.item && $0.action == record.action && $0.outcome == record.outcome
-                    && $0.keychain == record.keychain && $0.question == record.question && record.item != nil
-            }
-            if !repeated { records.append(record) }
+        let decision = Decision(item: record.item, action: record.action, outcome: record.outcome,
+                                keychain: record.keychain, question: record.question)
+        noted.withLock { noted in
+            if record.item != nil, !noted.seen.insert(decision).inserted { return }
+            noted.records.append(record)
         }
     }
 
     /// What was noted, in order; the trail is empty afterwards.
     public func take() -> [AccessLogRecord] {
-        noted.withLock { records in defer { records = [] }; return records }
+        noted.withLock { noted in defer { noted = ([], []) }; return noted.records }
     }
 
-    public var isEmpty: Bool { noted.withLock { $0.isEmpty } }
+    public var isEmpty: Bool { noted.withLock { $0.records.isEmpty } }
 }

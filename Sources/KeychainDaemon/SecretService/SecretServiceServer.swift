@@ -247,15 +247,27 @@ public final class SecretServiceServer: Sendable {
             && (message.interface == Self.propertiesInterface || member == "OpenSession" || member == "ReadAlias"))
         let service = needsIdentity ? try identification.service() : observer
         if needsIdentity { try checkStillSame(sender) }
-        guard needsIdentity, let decisionLog, let peer = state.withLock({ $0.peers[sender] }) else {
+        guard needsIdentity, let decisionLog else {
             return try dispatch(message, member: member, path: requestedPath, sender: sender, service: service)
         }
-        // Every decision about an item is in the access log before the answer goes out.
-        let trail = AccessTrail()
-        let result = Result { try AccessTrail.$current.withValue(trail) {
+        // Every decision about an item is in the access log before the answer goes out; a caller whose process is
+        // not at hand (forgotten meanwhile) is not answered unlogged.
+        guard let peer = state.withLock({ $0.peers[sender] }) else { throw Failure.unidentified }
+        return try Self.logged(decisionLog, peer, service.caller) {
             try dispatch(message, member: member, path: requestedPath, sender: sender, service: service)
-        } }
-        if let unlogged = decisionLog(trail.take(), peer, service.caller) { throw unlogged }
+        }
+    }
+
+    /// Runs `work` with a trail bound and writes its decisions before its answer; a reply worked out later on a
+    /// thread of its own (``ReplyLater``) is logged there, before that reply.
+    private static func logged(_ decisionLog: @escaping DecisionLog, _ peer: PeerIdentity, _ caller: Caller,
+                               _ work: () throws -> [DBusValue]) throws -> [DBusValue] {
+        let trail = AccessTrail()
+        let result = Result { try AccessTrail.$current.withValue(trail) { try work() } }
+        if let unlogged = decisionLog(trail.take(), peer, caller) { throw unlogged }
+        if case .failure(let error) = result, let later = error as? ReplyLater {
+            throw ReplyLater { try logged(decisionLog, peer, caller, later.work) }
+        }
         return try result.get()
     }
 

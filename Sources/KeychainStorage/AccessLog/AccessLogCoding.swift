@@ -50,7 +50,7 @@ enum AccessLogCoding {
               let action = string().flatMap(AccessLogRecord.Action.init(rawValue:)),
               let outcome = string().flatMap(AccessLogRecord.Outcome.init(rawValue:)),
               let itemClass = optional(), let item = optional(), let label = optional(), let status = optional(),
-              let question = optional(), offset == bytes.count
+              let question = optional(), offset == bytes.count, Double(bitPattern: time).isFinite
         else { return nil }
         var record = AccessLogRecord(time: Date(timeIntervalSince1970: Double(bitPattern: time)), keychain: keychain,
                                      action: action, outcome: outcome)

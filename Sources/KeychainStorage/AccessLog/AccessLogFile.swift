@@ -84,7 +84,7 @@ enum AccessLogFile {
         /// The frame for `plaintext`, advancing the chain and the MAC key.
         mutating func frame(sequence: UInt64, kind: Kind, plaintext: [UInt8]) throws -> [UInt8] {
             let prefix = AccessLogFile.prefix(sequence, kind)
-            let sealed = try AES.GCM.seal(plaintext, using: sealing, nonce: AccessLogFile.nonce(sequence),
+            let sealed = try AES.GCM.seal(plaintext, using: sealing, nonce: AccessLogFile.nonce(sequence, kind),
                                              authenticating: headerDigest + prefix)
             let bodyLength = prefix.count + sealed.ciphertext.count + 16
             var out: [UInt8] = []
@@ -121,7 +121,8 @@ enum AccessLogFile {
             guard body.count >= 9 + 16 else { return nil }
             let ciphertext = body[9..<(body.count - 16)]
             let tag = body[(body.count - 16)...]
-            guard let box = try? AES.GCM.SealedBox(nonce: AccessLogFile.nonce(AccessLogFile.sequence(of: body)),
+            guard let kind = Kind(rawValue: body[8]),
+                  let box = try? AES.GCM.SealedBox(nonce: AccessLogFile.nonce(AccessLogFile.sequence(of: body), kind),
                                                       ciphertext: ciphertext, tag: tag),
                   let plain = try? AES.GCM.open(box, using: sealing, authenticating: headerDigest + body[0..<9])
             else { return nil }
@@ -138,21 +139,48 @@ enum AccessLogFile {
 
     static func sequence(of body: [UInt8]) -> UInt64 { body[0..<8].reduce(0) { $0 << 8 | UInt64($1) } }
 
-    static func nonce(_ sequence: UInt64) -> AES.GCM.Nonce {
-        var bytes: [UInt8] = [0, 0, 0, 0]
+    /// kind ‖ 0³ ‖ sequence: the close frame carries its file's last sequence number, under the same key.
+    static func nonce(_ sequence: UInt64, _ kind: Kind) -> AES.GCM.Nonce {
+        var bytes: [UInt8] = [kind.rawValue, 0, 0, 0]
         withUnsafeBytes(of: sequence.bigEndian) { bytes.append(contentsOf: $0) }
         return try! AES.GCM.Nonce(data: bytes)  // 12 bytes: always valid
     }
 
     static func name(_ index: UInt32) -> String { String(format: "access-log-%06u", index) }
 
-    /// The log's files in `directory`, by index.
+    /// Six digits name a file; sequence numbers stay far from overflow (a forged file cannot make them wrap).
+    static let maximumIndex: UInt32 = 999_999
+    static let maximumSequence: UInt64 = 1 << 62
+
+    /// The log's files in `directory`, by index: `access-log-` and exactly six ASCII digits.
     static func files(in directory: URL) -> [(index: UInt32, url: URL)] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         return names.compactMap { name -> (UInt32, URL)? in
-            guard name.hasPrefix("access-log-"), name.count == 17, let index = UInt32(name.dropFirst(11)) else { return nil }
+            let digits = name.utf8.dropFirst(11)
+            guard name.hasPrefix("access-log-"), digits.count == 6, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let index = UInt32(name.dropFirst(11))
+            else { return nil }
             return (index, directory.appendingPathComponent(name))
         }.sorted { $0.0 < $1.0 }
+    }
+
+    /// A log file's bytes: a regular file only (never a FIFO or device a program put there), at most what 2 files'
+    /// worth of frames can be.
+    static func contents(of url: URL) -> [UInt8]? {
+        let fd = open(url.path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= 64 << 20 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            offset += n
+        }
+        return Array(bytes.prefix(offset))
     }
 
     /// A file's frames as far as they are whole: each body with its MAC, and whether bytes were left over.
@@ -188,11 +216,15 @@ enum AccessLogFile {
     static func end(of bytes: [UInt8]) -> (sequence: UInt64, chain: [UInt8])? {
         let parsed = frames(of: bytes)
         guard let header = parsed.header else { return nil }
+        guard header.firstSequence >= 1, header.firstSequence < maximumSequence else { return nil }
         var chain = Array(SHA256.hash(data: header.bytes))
-        var last = header.firstSequence &- 1
+        var last = header.firstSequence - 1
         for frame in parsed.frames {
+            let number = sequence(of: frame.body)
+            // Only frames that follow in order (a record: the next number; the close: the same) carry the chain.
+            guard number == last + 1 || (frame.body[8] == Kind.close.rawValue && number == last) else { break }
             chain = Array(SHA256.hash(data: chain + frame.body))
-            last = max(last, sequence(of: frame.body))
+            last = number
         }
         return (last, chain)
     }

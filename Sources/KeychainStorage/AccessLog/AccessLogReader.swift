@@ -23,9 +23,11 @@ public enum AccessLogReader {
         for file in files {
             if let head, file.index > head.file { break }  // begun after the head was taken
             let name = file.url.lastPathComponent
-            guard let bytes = try? [UInt8](Data(contentsOf: file.url)) else { return fail("\(name) cannot be read") }
+            guard let bytes = AccessLogFile.contents(of: file.url) else { return fail("\(name) cannot be read") }
             let parsed = AccessLogFile.frames(of: bytes)
-            guard let header = parsed.header, header.index == file.index else {
+            guard let header = parsed.header, header.index == file.index, header.firstSequence >= 1,
+                  header.firstSequence < AccessLogFile.maximumSequence
+            else {
                 return fail("\(name): its header is damaged or names another file")
             }
             check.files += 1
@@ -45,8 +47,8 @@ public enum AccessLogReader {
             } else if header.firstSequence > 1 || file.index > 1 {
                 check.notes.append("records before \(header.firstSequence) were rotated away (the log keeps its newest files)")
             }
-            // keychaind starts afresh (removing what nobody can open) when it had to make a new key; a file sealed
-            // to another key is not this log's.
+            // A file sealed to another key: not this log's, or written while the log's key was another (a replaced
+            // log-key file; a key lost with a keychaind that ended before the login keychain could take it).
             guard header.logKey == ownKey,
                   let ephemeral = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: header.ephemeralKey),
                   let shared = try? privateKey.sharedSecretFromKeyAgreement(with: ephemeral)
@@ -57,8 +59,14 @@ public enum AccessLogReader {
             var expected = header.firstSequence
             var closed = false
             for frame in parsed.frames {
+                // Where keychaind stood when the check began: what follows was written since.
+                if let head, file.index == head.file, expected - 1 == head.sequence, !closed {
+                    guard chain == head.chain else { return fail("\(name) was replaced") }
+                    return AccessLogReport(records: records, check: check)
+                }
                 let sequence = AccessLogFile.sequence(of: frame.body)
                 let kind = frame.body[8]
+                guard sequence < AccessLogFile.maximumSequence else { return fail("record \(sequence) altered (\(name))") }
                 if closed { return fail("\(name): data after its close record") }
                 if kind == AccessLogFile.Kind.close.rawValue {
                     guard sequence == expected - 1 else { return fail("\(name): its close record is out of place") }
@@ -88,10 +96,10 @@ public enum AccessLogReader {
                     }
                 }
                 if kind == AccessLogFile.Kind.close.rawValue { closed = true } else { expected = sequence + 1 }
-                if let head, file.index == head.file, sequence == head.sequence, !closed {
-                    guard chain == head.chain else { return fail("record \(sequence) altered (\(name))") }
-                    return AccessLogReport(records: records, check: check)  // written after the head was taken
-                }
+            }
+            if let head, file.index == head.file, expected - 1 == head.sequence, !closed {
+                guard chain == head.chain else { return fail("\(name) was replaced") }
+                return AccessLogReport(records: records, check: check)
             }
             if parsed.partial { return fail("\(name) is cut inside the record after \(expected - 1)") }
             if let head, file.index == head.file {

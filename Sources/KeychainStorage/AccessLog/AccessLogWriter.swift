@@ -31,6 +31,8 @@ public final class AccessLogWriter {
     private var index: UInt32 = 0
     private var size = 0
     private var sequence: UInt64 = 0
+    /// The chain hash the last file ended on, while no file is open.
+    private var lastChain: [UInt8] = []
 
     public init(directory: URL, publicKey: Curve25519.KeyAgreement.PublicKey, maximumFileSize: Int = 1 << 20,
                 maximumFiles: Int = 16) throws(KeychainError) {
@@ -47,7 +49,9 @@ public final class AccessLogWriter {
         var previous: (sequence: UInt64, chain: [UInt8]) = (0, [UInt8](repeating: 0, count: 32))
         if let last = AccessLogFile.files(in: directory).last {
             index = last.index
-            if let bytes = try? [UInt8](Data(contentsOf: last.url)), let end = AccessLogFile.end(of: bytes) {
+            // A file without a readable header (a start killed at its first write) is carried over as it is:
+            // the check reports it; the chain goes on from zero.
+            if let bytes = AccessLogFile.contents(of: last.url), let end = AccessLogFile.end(of: bytes) {
                 previous = end
             }
         }
@@ -61,7 +65,14 @@ public final class AccessLogWriter {
 
     /// Appends `records` (their sequence numbers are given here) in one write.
     public func append(_ records: [AccessLogRecord]) throws(KeychainError) {
-        guard !records.isEmpty, var keys else { return }
+        guard !records.isEmpty else { return }
+        // A writer without a file (a rotation or key change that could not open the next one) tries again, and
+        // fails closed: no record, no answer.
+        if keys == nil || fd < 0 { try startFile(after: (sequence, lastChain)) }
+        guard var keys else { throw KeychainError(.io, "the access log has no file to write to") }
+        guard sequence < AccessLogFile.maximumSequence - UInt64(records.count) else {
+            throw KeychainError(.io, "the access log's sequence numbers are used up")
+        }
         var bytes: [UInt8] = []
         var next = sequence
         do {
@@ -77,7 +88,8 @@ public final class AccessLogWriter {
         self.keys = keys
         sequence = next
         size += bytes.count
-        if size >= maximumFileSize { try rotate() }
+        // This call's records are written; a next file that cannot be opened fails the next call instead.
+        if size >= maximumFileSize { try? rotate() }
     }
 
     /// Seals the log to `key` from the next record on (a new file).
@@ -85,15 +97,6 @@ public final class AccessLogWriter {
         guard key.rawRepresentation != publicKey.rawRepresentation else { return }
         publicKey = key
         try rotate()
-    }
-
-    /// Removes every file of the log and starts again at record 1, sealed to `key`: for files sealed to a key that
-    /// is lost (nobody can open them, and they would only read as another log's).
-    public func startAfresh(with key: Curve25519.KeyAgreement.PublicKey) throws(KeychainError) {
-        close()
-        for file in AccessLogFile.files(in: directory) { try? FileManager.default.removeItem(at: file.url) }
-        publicKey = key
-        try startFile(after: (0, []))
     }
 
     /// Ends the current file with its close frame (a clean stop).
@@ -108,6 +111,7 @@ public final class AccessLogWriter {
         Glibc.close(fd)
         fd = -1
         self.keys = nil
+        lastChain = keys.chain
         return keys.chain
     }
 
@@ -119,8 +123,10 @@ public final class AccessLogWriter {
     }
 
     private func startFile(after previous: (sequence: UInt64, chain: [UInt8])) throws(KeychainError) {
-        index += 1
-        sequence = previous.sequence
+        guard index < AccessLogFile.maximumIndex, previous.sequence < AccessLogFile.maximumSequence else {
+            throw KeychainError(.io, "the access log's file numbers are used up")
+        }
+        let index = index + 1  // taken only once the file is there
         let ephemeral = Curve25519.KeyAgreement.PrivateKey()
         let header = AccessLogFile.Header(index: index, firstSequence: previous.sequence + 1,
                                           previousChain: previous.chain.count == 32 ? previous.chain : [UInt8](repeating: 0, count: 32),
@@ -133,25 +139,34 @@ public final class AccessLogWriter {
         let opened = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard opened >= 0 else { throw KeychainError(.io, "cannot create \(path)") }
         fd = opened
+        self.index = index
+        sequence = previous.sequence
         keys = AccessLogFile.Keys(shared: shared, header: header)
         try write(header.bytes)
         fsync(fd)
         size = header.bytes.count
     }
 
+    /// Writes `bytes` whole or not at all: a short write (a full disk) is cut back, so that the file never holds
+    /// a fragment that every later frame would follow.
     private func write(_ bytes: [UInt8]) throws(KeychainError) {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw KeychainError(.io, "the access log cannot be written (\(String(cString: strerror(errno))))") }
+            guard n > 0 else {
+                let reason = String(cString: strerror(errno))
+                if offset > 0 { _ = ftruncate(fd, off_t(size)) }
+                throw KeychainError(.io, "the access log cannot be written (\(reason))")
+            }
             offset += n
         }
     }
 
+    /// The oldest files beyond ``maximumFiles``: only ones before the current file, never it.
     private func removeOldFiles() {
-        let files = AccessLogFile.files(in: directory)
-        guard files.count > maximumFiles else { return }
-        for file in files.prefix(files.count - maximumFiles) { try? FileManager.default.removeItem(at: file.url) }
+        let older = AccessLogFile.files(in: directory).filter { $0.index < index }
+        guard older.count >= maximumFiles else { return }
+        for file in older.prefix(older.count - (maximumFiles - 1)) { try? FileManager.default.removeItem(at: file.url) }
     }
 }

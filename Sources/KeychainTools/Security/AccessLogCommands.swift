@@ -88,8 +88,10 @@ struct AccessLogCommands {
 
     /// An ISO 8601 time, or an age before now: `30s`, `15m`, `2h`, `7d`.
     static func time(_ text: String) -> Date? {
-        if let date = try? Date(text, strategy: .iso8601) { return date }
-        guard let unit = text.last, let amount = Double(text.dropLast()), amount >= 0 else { return nil }
+        if let date = try? Date(text, strategy: .iso8601) {
+            return abs(date.timeIntervalSince1970) < 1e11 ? date : nil
+        }
+        guard let unit = text.last, let amount = Double(text.dropLast()), amount >= 0, amount < 1e7 else { return nil }
         let seconds: Double
         switch unit {
         case "s": seconds = amount
