@@ -54,33 +54,56 @@ final class AccessLogKeeper: AccessLogKeeping {
         try writer.withLock { (writer: inout AccessLogWriter) throws(KeychainError) in try writer.append(records) }
     }
 
-    /// Ends the current file cleanly (keychaind stops).
-    func close() { writer.withLock { _ = $0.close() } }
+    /// Ends the current file cleanly (keychaind stops) and keeps where it ended in the login keychain, so that
+    /// records cut from it while no keychaind runs are noticed.
+    func close() {
+        keying.withLock { _ in
+            guard let head = writer.withLock({ writer -> AccessLogHead? in writer.close(); return writer.closedHead }),
+                  let login = loginFile.withLock({ $0 }),
+                  case .success(let stored?) = Result(catching: { () throws(KeychainError) in
+                      try login.keychaindSecret(.accessLogKey)
+                  }),
+                  var secrets = stored.withUnsafeBytes({ AccessLogSecrets(encoded: [UInt8]($0)) })
+            else { return }
+            secrets.checkpoint = head
+            var bytes = secrets.encoded
+            try? login.storeKeychaindSecret(.accessLogKey, SecretBytes(consuming: &bytes))
+        }
+    }
 
     /// One key change at a time (unlock events, calls and a read of the log may all ask at once).
     private let keying = Mutex(())
+    /// The login keychain that took the log's secrets (for the checkpoint at a clean stop).
+    private let loginFile = Mutex<KeychainFile?>(nil)
 
     func keyReady(in login: KeychainFile) {
         keying.withLock { _ in takeKey(in: login) }
     }
 
+    /// The login keychain keeps the log's private key and this run's secret (``AccessLogSecrets``); the log is
+    /// sealed to the key it keeps.
     private func takeKey(in login: KeychainFile) {
         guard !login.isLocked,
               case .success(let stored) = Result(catching: { () throws(KeychainError) in try login.keychaindSecret(.accessLogKey) })
         else { return }
-        if let stored, let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: stored.withUnsafeBytes { Data($0) }) {
-            pendingKey.withLock { $0 = nil }
-            seal(to: key.publicKey)
-            keyed.store(true, ordering: .releasing)
-            return
+        let runSecret = writer.withLock { $0.runSecret }
+        var secrets: AccessLogSecrets
+        if let stored, let kept = stored.withUnsafeBytes({ AccessLogSecrets(encoded: [UInt8]($0)) }), kept.key != nil {
+            secrets = kept
+        } else {
+            // The keychain holds none: the key made while it was locked, or, when that one was lost with a
+            // keychaind that ended first, a new one. Files sealed to a lost key stay (the check names them):
+            // nothing removes records on the word of a keychain file a program could have swapped.
+            let key = pendingKey.withLock({ $0 }) ?? Curve25519.KeyAgreement.PrivateKey()
+            secrets = AccessLogSecrets(privateKey: Array(key.rawRepresentation))
         }
-        // The keychain holds none: the key made while it was locked, or, when that one was lost with a keychaind
-        // that ended first, a new one. Files sealed to a lost key stay (the check names them): nothing removes
-        // records on the word of a keychain file a program could have swapped.
-        let key = pendingKey.withLock({ $0 }) ?? Curve25519.KeyAgreement.PrivateKey()
-        var bytes = [UInt8](key.rawRepresentation)
-        guard (try? login.storeKeychaindSecret(.accessLogKey, SecretBytes(consuming: &bytes))) != nil else { return }
+        if secrets.add(run: runSecret) || stored == nil {
+            var bytes = secrets.encoded
+            guard (try? login.storeKeychaindSecret(.accessLogKey, SecretBytes(consuming: &bytes))) != nil else { return }
+        }
+        guard let key = secrets.key else { return }
         pendingKey.withLock { $0 = nil }
+        loginFile.withLock { $0 = login }
         seal(to: key.publicKey)
         keyed.store(true, ordering: .releasing)
     }
@@ -95,9 +118,10 @@ final class AccessLogKeeper: AccessLogKeeping {
         try? Self.write(key, to: keyFile)
     }
 
-    func report(_ request: AccessLogRequest, privateKey: SecretBytes) throws(KeychainError) -> AccessLogReport {
-        guard let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: privateKey.withUnsafeBytes { Data($0) })
-        else { throw KeychainError(.decode, "the access log's key is damaged") }
+    func report(_ request: AccessLogRequest, secrets: SecretBytes) throws(KeychainError) -> AccessLogReport {
+        guard let kept = secrets.withUnsafeBytes({ AccessLogSecrets(encoded: [UInt8]($0)) }), kept.key != nil else {
+            throw KeychainError(.decode, "the access log's key is damaged")
+        }
         // Where the log stands now: records written while it is read are not part of this report.
         let head = writer.withLock { $0.head }
         let filter: AccessLogFilter
@@ -105,7 +129,7 @@ final class AccessLogKeeper: AccessLogKeeping {
         case .read(let wanted): filter = wanted
         case .verify: filter = AccessLogFilter(program: "\u{0}")  // checks every record, returns none
         }
-        return AccessLogReader.read(directory: directory, privateKey: key, head: head, filter: filter)
+        return AccessLogReader.read(directory: directory, secrets: kept, head: head, filter: filter)
     }
 
     private static func write(_ key: Curve25519.KeyAgreement.PublicKey, to url: URL) throws(KeychainError) {

@@ -121,8 +121,9 @@ public final class KeychainDaemonServer: Sendable {
         stopped.store(true, ordering: .relaxed)
         // The files the daemon's clients used (in keychaind that is every open file; a server run inside another
         // program, as in the tests, leaves that program's own handles alone).
-        for path in files { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
+        // The log first: its checkpoint goes into the login keychain, which must still be open.
         accessLog.close()
+        for path in files { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
         // Only our own socket: a daemon started after ours lost its directory may already serve a new one there.
         if Self.identity(of: socket.path) == socketAtStart { unlink(socket.path) }
     }

@@ -93,12 +93,12 @@ struct AccessLogTests {
         for n in 1...4 {
             #expect(try home.run("security", "add-generic-password", "-s", "svc\(n)", "-a", "me", "-w", "pw\(n)").status == 0)
         }
-        home.stopDaemon()  // a clean stop closes the file
+        home.stopDaemon()  // a clean stop closes the file, and keeps where it ended in the login keychain
+        #expect(try home.run("security", "list-keychains").status == 0)  // the next keychaind, chained on
         guard let file = Self.logFiles(home).first else { Issue.record("no log file"); return }
         let original = try Data(contentsOf: file)
 
-        // One byte changed in the middle of a record of the closed file (reading the log starts a new keychaind,
-        // whose reads are recorded in a file of their own).
+        // One byte changed in the middle of a record of the closed file.
         var edited = original
         edited[original.count / 2] ^= 0x20
         try edited.write(to: file)
@@ -126,6 +126,30 @@ struct AccessLogTests {
         try bytes.prefix(bytes.count - 150).write(to: live)
         let cut = try home.run("security", "verify-access-log")
         #expect(cut.status == 1 && cut.stdout.contains("cut"), "\(cut.stdout)")
+    }
+
+    @Test("whole records cut from a closed file while no keychaind runs are found (the clean stop's checkpoint)")
+    func cutWhileStopped() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        for n in 1...3 {
+            #expect(try home.run("security", "add-generic-password", "-s", "svc\(n)", "-a", "me", "-w", "pw\(n)").status == 0)
+        }
+        home.stopDaemon()
+        guard let file = Self.logFiles(home).first else { Issue.record("no log file"); return }
+        // Frames after the 148-byte header: length (4), body, MAC (32). Drop the last record and the close frame,
+        // leaving a well-formed file that simply ends earlier.
+        let bytes = [UInt8](try Data(contentsOf: file))
+        var starts: [Int] = []
+        var offset = 148
+        while offset + 4 <= bytes.count {
+            starts.append(offset)
+            offset += 4 + Int(bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }) + 32
+        }
+        #expect(starts.count >= 3)
+        try Data(bytes[..<starts[starts.count - 2]]).write(to: file)
+        let verified = try home.run("security", "verify-access-log")
+        #expect(verified.status == 1 && verified.stdout.contains("changed after keychaind stopped"), "\(verified.stdout)")
     }
 
     @Test("the access log is keychaind's: a program that opens the keychain itself has none to show")

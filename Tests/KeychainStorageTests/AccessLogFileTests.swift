@@ -10,6 +10,19 @@ import Testing
 struct AccessLogFileTests {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("access-log-\(UUID().uuidString)")
     let key = Curve25519.KeyAgreement.PrivateKey()
+    /// The run secrets of the writers a test made (what the login keychain would keep).
+    final class Runs: @unchecked Sendable { var secrets: [[UInt8]] = [] }
+    let runs = Runs()
+
+    /// A writer as keychaind makes one; its run secret is kept as the login keychain would keep it.
+    func writer(_ directory: URL? = nil, fileSize: Int = 1 << 20, files: Int = 16) throws -> AccessLogWriter {
+        let writer = try AccessLogWriter(directory: directory ?? self.directory, publicKey: key.publicKey,
+                                         maximumFileSize: fileSize, maximumFiles: files)
+        runs.secrets.append(writer.runSecret)
+        return writer
+    }
+
+    var secrets: AccessLogSecrets { AccessLogSecrets(privateKey: Array(key.rawRepresentation), runSecrets: runs.secrets) }
 
     static func record(_ n: Int, label: String = "Mail password") -> AccessLogRecord {
         var record = AccessLogRecord(time: Date(timeIntervalSince1970: 1_800_000_000 + Double(n)),
@@ -26,7 +39,7 @@ struct AccessLogFileTests {
 
     /// A log of `count` records in files of about `fileSize` bytes, written as keychaind writes it; its head.
     func writeLog(_ count: Int, fileSize: Int = 2_000, close: Bool = false) throws -> AccessLogHead {
-        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey, maximumFileSize: fileSize)
+        let writer = try writer(fileSize: fileSize)
         for n in 1...count { try writer.append([Self.record(n)]) }
         let head = writer.head
         if close { writer.close() }
@@ -34,7 +47,7 @@ struct AccessLogFileTests {
     }
 
     func check(_ head: AccessLogHead?) -> AccessLogReport {
-        AccessLogReader.read(directory: directory, privateKey: key, head: head)
+        AccessLogReader.read(directory: directory, secrets: secrets, head: head)
     }
 
     func files() -> [URL] { AccessLogFile.files(in: directory).map(\.url) }
@@ -63,10 +76,10 @@ struct AccessLogFileTests {
         #expect(report.check.records == 40)
         #expect(report.records.map(\.sequence) == Array(1...40))
         #expect(report.records[6] == { var r = Self.record(7); r.sequence = 7; return r }())
-        let filtered = AccessLogReader.read(directory: directory, privateKey: key, head: head,
+        let filtered = AccessLogReader.read(directory: directory, secrets: secrets, head: head,
                                             filter: AccessLogFilter(program: "program-1"))
         #expect(filtered.records.count == 14 && filtered.records.allSatisfy { $0.program == "/usr/bin/program-1" })
-        let since = AccessLogReader.read(directory: directory, privateKey: key, head: head,
+        let since = AccessLogReader.read(directory: directory, secrets: secrets, head: head,
                                          filter: AccessLogFilter(item: "Mail password 5"))
         #expect(since.records.map(\.sequence) == [5])
         for url in files() {
@@ -74,7 +87,8 @@ struct AccessLogFileTests {
             #expect(!text.contains("Mail password") && !text.contains("program-") && !text.contains("login.keychain"))
         }
         // Without the log's private key nothing opens.
-        let other = AccessLogReader.read(directory: directory, privateKey: Curve25519.KeyAgreement.PrivateKey(), head: head)
+        let other = AccessLogReader.read(directory: directory, secrets: AccessLogSecrets(
+            privateKey: Array(Curve25519.KeyAgreement.PrivateKey().rawRepresentation), runSecrets: runs.secrets), head: head)
         #expect(other.records.isEmpty)
     }
 
@@ -82,7 +96,7 @@ struct AccessLogFileTests {
     func restartCarriesTheChain() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         _ = try writeLog(5, fileSize: 1 << 20)  // killed: never closed
-        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey)
+        let writer = try writer()
         try writer.append([Self.record(6)])
         let report = check(writer.head)
         #expect(report.check.isIntact, "\(report.check)")
@@ -166,7 +180,7 @@ struct AccessLogFileTests {
         // Spliced: the third file of another log (same key, same numbering) put in its place.
         let elsewhere = directory.appendingPathExtension("other")
         defer { try? FileManager.default.removeItem(at: elsewhere) }
-        let writer = try AccessLogWriter(directory: elsewhere, publicKey: key.publicKey, maximumFileSize: 2_000)
+        let writer = try writer(elsewhere, fileSize: 2_000)
         for n in 1...30 { try writer.append([Self.record(n, label: "Other")]) }
         try FileManager.default.copyItem(at: AccessLogFile.files(in: elsewhere)[2].url, to: all[2])
         #expect(check(head).check.problem?.contains("does not follow") == true, "\(check(head).check)")
@@ -175,8 +189,7 @@ struct AccessLogFileTests {
     @Test("old files are rotated away beyond the limit; the check says so and holds")
     func rotation() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey, maximumFileSize: 1_000,
-                                         maximumFiles: 3)
+        let writer = try writer(fileSize: 1_000, files: 3)
         for n in 1...60 { try writer.append([Self.record(n)]) }
         #expect(files().count == 3)
         let report = check(writer.head)
@@ -191,7 +204,8 @@ struct AccessLogFileTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let zero = AccessLogFile.Header(index: 1, firstSequence: 0, previousChain: [UInt8](repeating: 0, count: 32),
                                         logKey: Array(key.publicKey.rawRepresentation),
-                                        ephemeralKey: Array(Curve25519.KeyAgreement.PrivateKey().publicKey.rawRepresentation))
+                                        ephemeralKey: Array(Curve25519.KeyAgreement.PrivateKey().publicKey.rawRepresentation),
+                                        runID: [UInt8](repeating: 0, count: 32))
         try Data(zero.bytes).write(to: directory.appendingPathComponent("access-log-000001"))
         #expect(check(nil).check.problem?.contains("damaged") == true)
         // A frame numbered 2^64-1 after a valid header: the writer starts after it without trapping.
@@ -201,7 +215,7 @@ struct AccessLogFileTests {
         frame += [UInt8](repeating: 0, count: 32)
         try Data(maxed.bytes + frame).write(to: directory.appendingPathComponent("access-log-000001"))
         try Data().write(to: directory.appendingPathComponent("access-log-+00005"))
-        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey)
+        let writer = try writer()
         try writer.append([Self.record(1)])
         #expect(writer.head.file == 2 && writer.head.sequence == 1)
         #expect(check(writer.head).check.problem != nil)
@@ -210,7 +224,7 @@ struct AccessLogFileTests {
     @Test("a rotation that cannot open the next file fails closed: no call's record is dropped silently")
     func rotationFailsClosed() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let writer = try AccessLogWriter(directory: directory, publicKey: key.publicKey, maximumFileSize: 1_000)
+        let writer = try writer(fileSize: 1_000)
         // The next file's name is taken (another program put something there).
         try Data("in the way".utf8).write(to: directory.appendingPathComponent("access-log-000002"))
         var failures = 0
@@ -224,5 +238,54 @@ struct AccessLogFileTests {
         let report = check(writer.head)
         #expect(report.check.isIntact, "\(report.check)")
         #expect(report.records.count == 21 - failures)
+    }
+
+    @Test("a file made by another program with the log's public key (keys of its own, a chain that follows) cannot be authenticated")
+    func forgedFile() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try writeLog(3, fileSize: 1 << 20, close: true)
+        // The forger: the public key and the previous file's end are all it needs to make a file that chains on,
+        // but not keychaind's run secret.
+        let forger = try AccessLogWriter(directory: directory, publicKey: key.publicKey)
+        try forger.append([Self.record(4, label: "Forged")])
+        let report = check(forger.head)
+        #expect(report.check.problem?.contains("cannot be authenticated") == true, "\(report.check)")
+        #expect(!report.records.contains { $0.itemLabel?.hasPrefix("Forged") == true })
+    }
+
+    @Test("the checkpoint of a clean stop: records cut from the closed file while no keychaind runs are found")
+    func checkpointAfterCleanStop() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let writer = try writer()
+        for n in 1...5 { try writer.append([Self.record(n)]) }
+        writer.close()
+        var kept = secrets
+        kept.checkpoint = writer.closedHead
+        #expect(AccessLogReader.read(directory: directory, secrets: kept, head: nil).check.isIntact)
+        // Cut the last record and the close frame: the file is still a well-formed, unclosed file.
+        let url = files()[0]
+        let (bytes, ranges) = try frameRanges(url)
+        try Data(bytes[..<ranges[ranges.count - 2].lowerBound]).write(to: url)
+        let problem = AccessLogReader.read(directory: directory, secrets: kept, head: nil).check.problem ?? ""
+        #expect(problem.contains("changed after keychaind stopped"), "\(problem)")
+        // The file removed altogether.
+        try FileManager.default.removeItem(at: url)
+        let next = try self.writer()
+        try next.append([Self.record(1)])
+        #expect(AccessLogReader.read(directory: directory, secrets: kept, head: next.head).check.problem != nil)
+    }
+
+    @Test("what the login keychain keeps for the log round-trips; the first form (the key alone) still reads")
+    func secretsEncoding() throws {
+        var secrets = AccessLogSecrets(privateKey: Array(key.rawRepresentation))
+        let added = secrets.add(run: [UInt8](repeating: 7, count: 32))
+        let again = secrets.add(run: [UInt8](repeating: 7, count: 32))
+        #expect(added && !again)
+        secrets.checkpoint = AccessLogHead(file: 3, sequence: 99, chain: [UInt8](repeating: 9, count: 32))
+        #expect(AccessLogSecrets(encoded: secrets.encoded) == secrets)
+        #expect(AccessLogSecrets(encoded: Array(key.rawRepresentation))?.privateKey == Array(key.rawRepresentation))
+        for _ in 0..<100 { _ = secrets.add(run: (0..<32).map { _ in UInt8.random(in: 0...255) }) }
+        #expect(secrets.runSecrets.count == 64)
+        #expect(AccessLogSecrets(encoded: Array(secrets.encoded.dropLast())) == nil)
     }
 }

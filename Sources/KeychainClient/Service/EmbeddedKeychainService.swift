@@ -300,7 +300,7 @@ public final class EmbeddedKeychainService: KeychainService {
             return key
         }
         AccessTrail.noteKeychainAct(.readAccessLog, keychain: file.url.path)
-        return try accessLog.report(request, privateKey: key)
+        return try accessLog.report(request, secrets: key)
     }
 
     // MARK: - Moving in

@@ -18,7 +18,7 @@ import KeychainCore
 ///   the chain on.
 enum AccessLogFile {
     static let magic = Array("KCACLOG1".utf8)
-    static let headerSize = 8 + 4 + 8 + 32 + 32 + 32
+    static let headerSize = 8 + 4 + 8 + 32 + 32 + 32 + 32
     static let macSize = 32
     /// No record is near this; a larger length is damage.
     static let maximumBody = 64 * 1024
@@ -31,21 +31,25 @@ enum AccessLogFile {
         var previousChain: [UInt8]
         var logKey: [UInt8]
         var ephemeralKey: [UInt8]
+        /// Names the run secret of the keychaind that wrote the file (``AccessLogFile/runID(of:)``).
+        var runID: [UInt8]
 
         var bytes: [UInt8] {
             var out = AccessLogFile.magic
             withUnsafeBytes(of: index.bigEndian) { out.append(contentsOf: $0) }
             withUnsafeBytes(of: firstSequence.bigEndian) { out.append(contentsOf: $0) }
-            out += previousChain + logKey + ephemeralKey
+            out += previousChain + logKey + ephemeralKey + runID
             return out
         }
 
-        init(index: UInt32, firstSequence: UInt64, previousChain: [UInt8], logKey: [UInt8], ephemeralKey: [UInt8]) {
+        init(index: UInt32, firstSequence: UInt64, previousChain: [UInt8], logKey: [UInt8], ephemeralKey: [UInt8],
+             runID: [UInt8]) {
             self.index = index
             self.firstSequence = firstSequence
             self.previousChain = previousChain
             self.logKey = logKey
             self.ephemeralKey = ephemeralKey
+            self.runID = runID
         }
 
         init?(_ bytes: [UInt8]) {
@@ -55,6 +59,7 @@ enum AccessLogFile {
             previousChain = Array(bytes[20..<52])
             logKey = Array(bytes[52..<84])
             ephemeralKey = Array(bytes[84..<116])
+            runID = Array(bytes[116..<148])
         }
     }
 
@@ -70,13 +75,16 @@ enum AccessLogFile {
         var chain: [UInt8]
         let headerDigest: [UInt8]
 
-        init(shared: SharedSecret, header: Header) {
+        /// - Parameter runSecret: the writing keychaind's run secret: the first MAC key needs it, so that only
+        ///   keychaind (and, once it is stored in the login keychain, the reader) can make a file's MACs. The
+        ///   shared secret alone would not do: anyone can agree one with the public log key.
+        init(shared: SharedSecret, header: Header, runSecret: [UInt8]) {
             let digest = Array(SHA256.hash(data: header.bytes))
             headerDigest = digest
             sealing = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: digest,
                                                      sharedInfo: Array("access-log records".utf8), outputByteCount: 32)
             mac = shared.hkdfDerivedSymmetricKey(using: SHA256.self, salt: digest,
-                                                 sharedInfo: Array("access-log mac".utf8), outputByteCount: 32)
+                                                 sharedInfo: Array("access-log mac".utf8) + runSecret, outputByteCount: 32)
                 .withUnsafeBytes { Array($0) }
             chain = digest
         }
@@ -129,6 +137,9 @@ enum AccessLogFile {
             return Array(plain)
         }
     }
+
+    /// What a header names a run secret by.
+    static func runID(of secret: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: Array("access-log run".utf8) + secret)) }
 
     static func prefix(_ sequence: UInt64, _ kind: Kind) -> [UInt8] {
         var out: [UInt8] = []

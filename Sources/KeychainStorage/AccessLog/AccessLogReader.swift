@@ -6,14 +6,24 @@ import KeychainCore
 /// checked, files followed from one to the next. What it reports first is what a person has to look at: the first
 /// record or file that was altered, removed, reordered, spliced in or cut.
 public enum AccessLogReader {
-    /// The records of the log in `directory` that `filter` keeps, and the check. `head` is where the writer stands
-    /// (keychaind's own memory), so that a cut at the end of the current file shows; nil when no writer runs.
-    public static func read(directory: URL, privateKey: Curve25519.KeyAgreement.PrivateKey, head: AccessLogHead?,
+    /// The records of the log in `directory` that `filter` keeps, and the check. `secrets` are what the login
+    /// keychain keeps (the private key, the runs' secrets, the last clean stop's checkpoint); `head` is where the
+    /// writer stands (keychaind's own memory), so that a cut at the end of the current file shows; nil when no
+    /// writer runs.
+    public static func read(directory: URL, secrets: AccessLogSecrets, head: AccessLogHead?,
                             filter: AccessLogFilter = AccessLogFilter()) -> AccessLogReport {
         var check = AccessLogCheck()
         var records: [AccessLogRecord] = []
         let files = AccessLogFile.files(in: directory)
+        guard let privateKey = secrets.key else {
+            check.problem = "the log's key in the login keychain is damaged"
+            return AccessLogReport(records: [], check: check)
+        }
         let ownKey = Array(privateKey.publicKey.rawRepresentation)
+        var runs: [[UInt8]: [UInt8]] = [:]
+        for secret in secrets.runSecrets { runs[AccessLogFile.runID(of: secret)] = secret }
+        let checkpoint = secrets.checkpoint
+        var sawCheckpointFile = false
         // What the previous file ended on: its index, last sequence number, chain hash, and whether it was closed.
         var previous: (index: UInt32, sequence: UInt64, chain: [UInt8], closed: Bool)?
         func fail(_ problem: String) -> AccessLogReport {
@@ -53,7 +63,12 @@ public enum AccessLogReader {
                   let ephemeral = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: header.ephemeralKey),
                   let shared = try? privateKey.sharedSecretFromKeyAgreement(with: ephemeral)
             else { return fail("\(name) is sealed to another key: not this log's file") }
-            var keys: AccessLogFile.Keys? = AccessLogFile.Keys(shared: shared, header: header)
+            // Its MACs need the run secret of the keychaind that wrote it: a file anyone else made has none here.
+            guard let runSecret = runs[header.runID] else {
+                return fail("\(name) cannot be authenticated: not written by keychaind (or by one that ended before "
+                    + "the login keychain could keep its run secret)")
+            }
+            var keys: AccessLogFile.Keys? = AccessLogFile.Keys(shared: shared, header: header, runSecret: runSecret)
             let sequences = parsed.frames.map { AccessLogFile.sequence(of: $0.body) }
             var chain = Array(SHA256.hash(data: header.bytes))
             var expected = header.firstSequence
@@ -109,7 +124,19 @@ public enum AccessLogReader {
                 guard chain == head.chain else { return fail("\(name) was replaced") }
                 return AccessLogReport(records: records, check: check)
             }
+            // Where the log stood when keychaind last stopped cleanly: that file must end exactly there.
+            if let checkpoint, checkpoint.file == file.index {
+                sawCheckpointFile = true
+                guard closed, expected - 1 == checkpoint.sequence, chain == checkpoint.chain else {
+                    return fail("\(name) was changed after keychaind stopped: records cut from its end, or the file replaced")
+                }
+            }
             previous = (file.index, expected - 1, chain, closed)
+        }
+        if let checkpoint, !sawCheckpointFile, let first = files.first?.index, checkpoint.file >= first,
+           head.map({ checkpoint.file <= $0.file }) ?? true
+        {
+            return fail("\(AccessLogFile.name(checkpoint.file)) is missing: keychaind stopped after writing it")
         }
         if let head, head.sequence > 0, previous.map({ $0.index < head.file }) ?? true {
             return fail("\(AccessLogFile.name(head.file)), the file being written, is missing")

@@ -33,9 +33,16 @@ public final class AccessLogWriter {
     private var sequence: UInt64 = 0
     /// The chain hash the last file ended on, while no file is open.
     private var lastChain: [UInt8] = []
+    /// Where the last closed file ended (its close frame included): the checkpoint of a clean stop.
+    public private(set) var closedHead: AccessLogHead?
+
+    /// This run's secret (``AccessLogFile/Keys``): kept in the login keychain once it can take it
+    /// (``AccessLogSecrets``), so that the reader can tell this run's files from files anyone could make.
+    public let runSecret: [UInt8]
 
     public init(directory: URL, publicKey: Curve25519.KeyAgreement.PublicKey, maximumFileSize: Int = 1 << 20,
                 maximumFiles: Int = 16) throws(KeychainError) {
+        runSecret = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
         self.directory = directory
         self.publicKey = publicKey
         self.maximumFileSize = maximumFileSize
@@ -103,6 +110,7 @@ public final class AccessLogWriter {
     /// - Returns: the chain hash the file ends on (the next file's header carries it).
     @discardableResult
     public func close() -> [UInt8] {
+        defer { closedHead = AccessLogHead(file: index, sequence: sequence, chain: lastChain) }
         guard fd >= 0, var keys else { return [] }
         if let frame = try? keys.frame(sequence: sequence, kind: .close, plaintext: []) {
             try? write(frame)
@@ -131,7 +139,8 @@ public final class AccessLogWriter {
         let header = AccessLogFile.Header(index: index, firstSequence: previous.sequence + 1,
                                           previousChain: previous.chain.count == 32 ? previous.chain : [UInt8](repeating: 0, count: 32),
                                           logKey: Array(publicKey.rawRepresentation),
-                                          ephemeralKey: Array(ephemeral.publicKey.rawRepresentation))
+                                          ephemeralKey: Array(ephemeral.publicKey.rawRepresentation),
+                                          runID: AccessLogFile.runID(of: runSecret))
         guard let shared = try? ephemeral.sharedSecretFromKeyAgreement(with: publicKey) else {
             throw KeychainError(.internalComponent, "the access log's key is not usable")
         }
@@ -141,7 +150,7 @@ public final class AccessLogWriter {
         fd = opened
         self.index = index
         sequence = previous.sequence
-        keys = AccessLogFile.Keys(shared: shared, header: header)
+        keys = AccessLogFile.Keys(shared: shared, header: header, runSecret: runSecret)
         try write(header.bytes)
         fsync(fd)
         size = header.bytes.count
