@@ -40,6 +40,8 @@ struct AccessLogTests {
         #expect(try home.run("git-credential-keychain", "get", stdin: "protocol=https\nhost=git.example\n\n").stdout
             .contains("password=LOG-SECRET-2"))
         #expect(try home.run("keychain-example", "set", "notes", "me", stdin: "LOG-SECRET-3").status == 0)
+        #expect(try home.run("docker-credential-keychain", "store",
+                             stdin: #"{"ServerURL":"registry.example","Username":"u","Secret":"LOG-SECRET-4"}"#).status == 0)
         // keychain-example wants security's item: nobody to ask (no display), so it is refused, and recorded so.
         let refused = try home.run("keychain-example", "get", "mail", "me")
         #expect(refused.status != 0)
@@ -53,6 +55,7 @@ struct AccessLogTests {
         #expect(records.contains { $0.frontEnd == .securityCommand && $0.action == .readSecret && $0.outcome == .allowed })
         #expect(records.contains { $0.frontEnd == .git && $0.action == .add })
         #expect(records.contains { $0.frontEnd == .git && $0.action == .readSecret && $0.outcome == .allowed })
+        #expect(records.contains { $0.frontEnd == .docker && $0.action == .add })
         #expect(records.contains { $0.frontEnd == .securityAPI && $0.action == .add && $0.program.hasSuffix("/keychain-example") })
         #expect(records.contains { $0.program.hasSuffix("/keychain-example") && $0.itemLabel == "Mail password"
             && $0.outcome == .needsConsent })

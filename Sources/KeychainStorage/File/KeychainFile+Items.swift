@@ -316,6 +316,7 @@ extension KeychainFile {
                 return doomed.count
             }
             if let deleted {
+                AccessTrail.noteAdded(item, keychain: url.path)
                 configuration.logger.debug("item.replace", metadata: ["item.count": "\(deleted)"])
                 return deleted
             }
