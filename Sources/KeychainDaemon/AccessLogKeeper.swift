@@ -24,7 +24,8 @@ final class AccessLogKeeper: AccessLogKeeping {
 
     var keyFile: URL { directory.appendingPathComponent("log-key") }
 
-    init(directory: URL) throws(KeychainError) {
+    /// - Parameter maximumFileSize: the size at which a file is finished (tests make it small).
+    init(directory: URL, maximumFileSize: Int = 1 << 20) throws(KeychainError) {
         self.directory = directory
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
@@ -45,25 +46,39 @@ final class AccessLogKeeper: AccessLogKeeping {
             try Self.write(publicKey, to: directory.appendingPathComponent("log-key"))
         }
         pendingKey = Mutex(pending)
-        writer = Mutex(try AccessLogWriter(directory: directory, publicKey: publicKey))
+        writer = Mutex(try AccessLogWriter(directory: directory, publicKey: publicKey, maximumFileSize: maximumFileSize))
     }
 
     /// Writes `records` (one `write(2)`); an error means the call's answer must be an error too.
     func record(_ records: [AccessLogRecord]) throws(KeychainError) {
         guard !records.isEmpty else { return }
-        try writer.withLock { (writer: inout AccessLogWriter) throws(KeychainError) in try writer.append(records) }
+        let finished = try writer.withLock { (writer: inout AccessLogWriter) throws(KeychainError) -> AccessLogHead? in
+            let file = writer.head.file
+            try writer.append(records)
+            return writer.head.file != file ? writer.closedHead : nil
+        }
+        // A file finished (rotation): where it ended goes into the login keychain, as at a clean stop, so that after a
+        // kill only the file being written can lose records unnoticed. Once per file, with no lock of the log held.
+        if let finished { keepCheckpoint(finished) }
     }
 
     /// Ends the current file cleanly (keychaind stops) and keeps where it ended in the login keychain, so that
     /// records cut from it while no keychaind runs are noticed.
     func close() {
+        if let head = writer.withLock({ writer -> AccessLogHead? in writer.close(); return writer.closedHead }) {
+            keepCheckpoint(head)
+        }
+    }
+
+    /// Keeps `head` (a finished file's end) as the checkpoint in the login keychain, once it holds the log's secrets.
+    private func keepCheckpoint(_ head: AccessLogHead) {
         keying.withLock { _ in
-            guard let head = writer.withLock({ writer -> AccessLogHead? in writer.close(); return writer.closedHead }),
-                  let login = loginFile.withLock({ $0 }),
+            guard let login = loginFile.withLock({ $0 }),
                   case .success(let stored?) = Result(catching: { () throws(KeychainError) in
                       try login.keychaindSecret(.accessLogKey)
                   }),
-                  var secrets = stored.withUnsafeBytes({ AccessLogSecrets(encoded: [UInt8]($0)) })
+                  var secrets = stored.withUnsafeBytes({ AccessLogSecrets(encoded: [UInt8]($0)) }),
+                  (secrets.checkpoint?.file ?? 0) <= head.file
             else { return }
             secrets.checkpoint = head
             var bytes = secrets.encoded

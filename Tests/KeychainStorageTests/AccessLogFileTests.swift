@@ -267,7 +267,7 @@ struct AccessLogFileTests {
         let (bytes, ranges) = try frameRanges(url)
         try Data(bytes[..<ranges[ranges.count - 2].lowerBound]).write(to: url)
         let problem = AccessLogReader.read(directory: directory, secrets: kept, head: nil).check.problem ?? ""
-        #expect(problem.contains("changed after keychaind stopped"), "\(problem)")
+        #expect(problem.contains("changed after it was finished"), "\(problem)")
         // The file removed altogether.
         try FileManager.default.removeItem(at: url)
         let next = try self.writer()

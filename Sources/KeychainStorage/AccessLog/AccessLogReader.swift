@@ -128,7 +128,7 @@ public enum AccessLogReader {
             if let checkpoint, checkpoint.file == file.index {
                 sawCheckpointFile = true
                 guard closed, expected - 1 == checkpoint.sequence, chain == checkpoint.chain else {
-                    return fail("\(name) was changed after keychaind stopped: records cut from its end, or the file replaced")
+                    return fail("\(name) was changed after it was finished: records cut from its end, or the file replaced")
                 }
             }
             previous = (file.index, expected - 1, chain, closed)
