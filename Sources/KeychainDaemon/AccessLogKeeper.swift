@@ -22,15 +22,6 @@ final class AccessLogKeeper: AccessLogKeeping {
 
     var isKeyed: Bool { keyed.load(ordering: .acquiring) }
 
-    /// While not keyed, whether to look at the login keychain again: at most once a second, so that a keychaind
-    /// with no login keychain yet does not look for it at every call.
-    func isDueForKeyCheck() -> Bool {
-        let now = Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000)
-        let last = lastKeyCheck.load(ordering: .relaxed)
-        guard now - last >= 1_000 else { return false }
-        return lastKeyCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
-    }
-    private let lastKeyCheck = Atomic<Int64>(Int64.min / 2)
 
     var keyFile: URL { directory.appendingPathComponent("log-key") }
 

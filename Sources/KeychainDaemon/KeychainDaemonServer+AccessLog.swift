@@ -88,10 +88,11 @@ extension KeychainDaemonServer {
 
     /// The login keychain gets the log's private key once it is open and unlocked: at start (a keychain without a
     /// password), and at its unlock (``publish(_:)``).
+    /// Cheap while there is no login keychain yet (one `access(2)`): it runs after every call until the key is kept.
     func accessLogKeyReady() {
         // At its standard place (see EmbeddedKeychainService.accessLog): never a keychain the preference names.
-        let login = locations.loginKeychain.path
-        guard FileManager.default.fileExists(atPath: login),
+        let login = loginKeychainPath
+        guard access(login, F_OK) == 0,
               case .success(let file) = Result(catching: { () throws(KeychainError) in
                   try OpenKeychains.shared.file(at: URL(fileURLWithPath: login), configuration: fileConfiguration,
                                                 createWithPassword: nil, create: false)

@@ -138,7 +138,7 @@ extension KeychainDaemonServer {
                             response = handled
                         }
                         // The login keychain may exist or be unlocked now: it takes the log's key at the first chance.
-                        if !accessLog.isKeyed, accessLog.isDueForKeyCheck() { accessLogKeyReady() }
+                        if !accessLog.isKeyed { accessLogKeyReady() }
                         if case .failure = response {} else if let event = RequestDispatcher.event(of: request, service: service,
                                                                                                    pid: peer.pid) {
                             publish(event)

@@ -31,6 +31,8 @@ public final class KeychainDaemonServer: Sendable {
     let syncing: (any KeychainSyncing)?
     /// Every decision about an item, written before the answer goes out (docs/ACCESS-LOG.md).
     let accessLog: AccessLogKeeper
+    /// The login keychain at its standard place, where the log's secrets are kept.
+    let loginKeychainPath: String
     let lockFD: Int32
 
     /// Takes the single-instance lock and binds the socket (directory 0700, socket 0600).
@@ -44,6 +46,7 @@ public final class KeychainDaemonServer: Sendable {
         self.policy = policy
         self.fileConfiguration = OpenKeychains.standardConfiguration(locations: locations)
         self.socket = locations.daemonSocket
+        self.loginKeychainPath = locations.loginKeychain.path
         let directory = socket.deletingLastPathComponent()
         try Self.makePrivateDirectory(directory)
         let lock = open(socket.path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
