@@ -57,6 +57,15 @@ let package = Package(
             path: "Sources/DaemonLoad"
         ),
         .executableTarget(
+            name: "DaemonScale",
+            dependencies: [
+                .product(name: "KeychainClient", package: root),
+                .product(name: "KeychainCore", package: root),
+                .product(name: "KeychainWire", package: root),
+            ],
+            path: "Sources/DaemonScale"
+        ),
+        .executableTarget(
             name: "PeerWorkload",
             dependencies: [
                 .product(name: "KeychainClient", package: root),

@@ -7,6 +7,13 @@ extern char **environ;
 
 char *const *ckeychain_environment(void) { return environ; }
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+int ckeychain_return_free_memory(void) { return malloc_trim(0); }
+#else
+int ckeychain_return_free_memory(void) { return 0; }
+#endif
+
 #if defined(__linux__)
 #include <sys/prctl.h>
 

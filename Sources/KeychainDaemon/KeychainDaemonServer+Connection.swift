@@ -37,7 +37,10 @@ extension KeychainDaemonServer {
     }
 
     func serve(_ fd: Int32) {
-        defer { close(fd) }
+        defer {
+            close(fd)
+            connectionsEnded.add(1, ordering: .relaxed)
+        }
         guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
         guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
         guard let claimed = policy.caller(for: peer) else {
@@ -46,11 +49,16 @@ extension KeychainDaemonServer {
         }
         // Everything is read with the sender's pid checked against the caller's, counting from here: what was
         // queued before the caller was identified can only be its greeting and session (requests wait for them).
+        guard let watch = ProcessWatch(peer) else { return refuse(fd, "cannot identify the caller") }
+        // A connection that broke the protocol turns its process's next ones away for a while (ProtocolOffenders).
+        var offended = false
+        defer { if offended { offenders.record(pid: peer.pid, startTime: peer.startTime) } }
         var stream = ClientStream(fd: fd, peer: peer.pid)
         do {
             guard let hello = try stream.receive(limit: 64) else { return }
             try Framing.checkHello(hello)
         } catch {
+            if case .versionMismatch = error {} else { offended = true }  // an older client is no offender
             return refuse(fd, error.message)
         }
         guard Framing.send(Framing.hello(), on: fd) else { return }
@@ -68,6 +76,7 @@ extension KeychainDaemonServer {
                 guard let received = try stream.receive(limit: WireLimits.maximumRequest) else { return }
                 frame = received
             } catch {
+                offended = true
                 return  // an oversized or torn frame, or one another process sent, ends this connection only
             }
             let response: Response
@@ -76,15 +85,16 @@ extension KeychainDaemonServer {
                 // A request sent before the caller was identified could have come from a program that then executed
                 // another (trusted) one, which the identification saw instead: none is answered.
                 if stream.sentBeforeIdentification(start), !request.isSession {
+                    offended = true
                     return refuse(fd, "a request was sent before the caller was identified")
                 }
                 // Still the process that was identified (not a reused pid; no other program executed since).
-                guard peer.isStillSameProgram() else {
+                guard watch.isStillSameProgram() else {
                     return refuse(fd, "the calling process is no longer the program it was identified as")
                 }
                 // A traced process's memory is its tracer's: nothing is given to it (PR_SET_DUMPABLE 0 of its own
                 // can be undone by a tracer attached from its start).
-                if let tracer = peer.tracer(), tracer != 0 {
+                if let tracer = watch.tracer(), tracer != 0 {
                     response = .failure(KeychainError(
                         .authFailed, "the calling process is being traced (by pid \(tracer)): keychaind answers it nothing"))
                 } else {
@@ -146,6 +156,7 @@ extension KeychainDaemonServer {
                     }
                 }
             } catch {
+                offended = true  // a frame our clients never send: answered, and counted when the connection ends
                 response = .failure(KeychainError(.param, error.message))
             }
             frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }

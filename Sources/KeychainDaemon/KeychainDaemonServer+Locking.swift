@@ -22,8 +22,16 @@ extension KeychainDaemonServer {
     func startLockScheduler(stoppingWhenReplaced socketAtStart: [UInt64]?) {
         let scheduler = Thread { [self] in
             var sleepDetector = SleepDetector()
+            var endedAtLastTrim = 0
             while !stopped.load(ordering: .relaxed) {
                 sleep(1)
+                // Connections ended since the last look: what their threads freed goes back to the system (1,000
+                // closed connections otherwise left about 17 MB with keychaind).
+                let ended = connectionsEnded.load(ordering: .relaxed)
+                if ended != endedAtLastTrim {
+                    endedAtLastTrim = ended
+                    _ = ckeychain_return_free_memory()
+                }
                 let slept = sleepDetector.sleptSinceLastLook()
                 let paths = files
                 if slept { lockForSleep() }

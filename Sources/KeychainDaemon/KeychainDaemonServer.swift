@@ -151,12 +151,26 @@ public final class KeychainDaemonServer: Sendable {
                 return
             }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            if turnedAway(client) { continue }
             let handedOver = DetachedThread.start(name: "keychaind", stackSize: 1 << 20) { [self] in
                 accept(on: fd, until: stopped)
             }
             serve(client)
             if handedOver { return }  // else no thread could be made: this one accepts again
         }
+    }
+
+    /// Whether `client` comes from a process that is being turned away for breaking the protocol (``ProtocolOffenders``):
+    /// then it is told so in one frame and closed, here on the accepting thread, without a thread of its own.
+    func turnedAway(_ client: Int32) -> Bool {
+        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        guard ckeychain_peer_credentials(client, &pid, &uid, &gid) == 0, let wait = offenders.penalty(for: pid) else {
+            return false
+        }
+        let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
+        refuse(client, "this process broke keychaind's protocol; its connections are refused for \(milliseconds) ms")
+        close(client)
+        return true
     }
 
     /// Device and inode of the file at `path`, or nil when there is none.
@@ -168,6 +182,9 @@ public final class KeychainDaemonServer: Sendable {
 
     let stopped = Atomic(false)
     let events = EventHub()
+    let offenders = ProtocolOffenders()
+    /// Connections served to their end, counted (the lock scheduler returns freed memory after some have ended).
+    let connectionsEnded = Atomic(0)
     var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: locations.stateDirectory) }
     /// The services of the connections being served, and the files of those that ended: what the daemon locks when
     /// idle and closes when it stops (in keychaind, every open file; a server run inside another program, as in the

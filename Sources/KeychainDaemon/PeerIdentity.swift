@@ -91,11 +91,35 @@ public struct PeerIdentity: Sendable, Hashable {
 
     /// The pid of the process tracing this one (TracerPid in /proc/PID/status), 0 when none; nil when unreadable.
     public func tracer() -> pid_t? {
-        guard let status = Self.readProcFile("/proc/\(pid)/status") else { return nil }
-        for line in status.split(separator: "\n") where line.hasPrefix("TracerPid:") {
-            return pid_t(line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces))
+        let fd = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return Self.tracer(statusFile: fd)
+    }
+
+    /// TracerPid from an open /proc/PID/status, read from its start in one system call (the file is about 1.5 kB)
+    /// and parsed as bytes: it runs at every request.
+    static func tracer(statusFile fd: Int32) -> pid_t? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 8192) { buffer -> pid_t? in
+            let count = pread(fd, buffer.baseAddress, buffer.count, 0)
+            guard count > 0 else { return nil }
+            let text = UnsafeBufferPointer(rebasing: buffer[..<count])
+            let key: StaticString = "\nTracerPid:"
+            let needle = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+            var at = 0
+            while at + needle.count <= count, !text[at..<(at + needle.count)].elementsEqual(needle) { at += 1 }
+            guard at + needle.count <= count else { return nil }
+            let start = at + needle.count
+            var value: pid_t = 0
+            var digits = 0
+            for byte in text[start...] {
+                if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") { if digits == 0 { continue } else { break } }
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 10 else { break }
+                value = value * 10 + pid_t(byte - UInt8(ascii: "0"))
+                digits += 1
+            }
+            return digits > 0 ? value : nil
         }
-        return nil
     }
 
     /// True when the process's /proc files are closed to us (it made itself non-dumpable), rather than gone.
@@ -127,8 +151,14 @@ public struct PeerIdentity: Sendable, Hashable {
         let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        return startTime(statFile: fd)
+    }
+
+    /// Field 22 of an open /proc/PID/stat, read from its start: nil once the process has exited (a descriptor of
+    /// /proc/PID names one process, not its number).
+    static func startTime(statFile fd: Int32) -> UInt64? {
         var buffer = [UInt8](repeating: 0, count: 1024)  // the fields up to the start time fit well within this
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { return nil }
         // The command name (field 2) may hold spaces and parentheses: count fields after its last ")".
         guard let close = buffer[..<count].lastIndex(of: UInt8(ascii: ")")) else { return nil }
@@ -155,4 +185,44 @@ public struct PeerIdentity: Sendable, Hashable {
         }
         return String(decoding: bytes, as: UTF8.self)
     }
+}
+
+/// The /proc files of one identified process, kept open for the checks made at each of its requests: two reads,
+/// no path lookups. A descriptor of /proc/PID belongs to the process, not to its number: once the process has
+/// exited, reads fail (ESRCH) even if another process got the pid.
+final class ProcessWatch: Sendable {
+    let peer: PeerIdentity
+    private let stat: Int32
+    private let status: Int32
+
+    /// Nil when the process's files cannot be opened, or it is not the process `peer` names any more.
+    init?(_ peer: PeerIdentity) {
+        let stat = open("/proc/\(peer.pid)/stat", O_RDONLY | O_CLOEXEC)
+        let status = open("/proc/\(peer.pid)/status", O_RDONLY | O_CLOEXEC)
+        guard stat >= 0, status >= 0, let start = PeerIdentity.startTime(statFile: stat), start == peer.startTime else {
+            if stat >= 0 { close(stat) }
+            if status >= 0 { close(status) }
+            return nil
+        }
+        self.peer = peer
+        self.stat = stat
+        self.status = status
+    }
+
+    deinit {
+        close(stat)
+        close(status)
+    }
+
+    /// As ``PeerIdentity/isStillSameProgram()``: the executable is read first, then the process is seen alive
+    /// through its own descriptor (so the path read was still its own).
+    func isStillSameProgram() -> Bool {
+        let now = PeerIdentity.executable(of: peer.pid)
+        guard let start = PeerIdentity.startTime(statFile: stat), start == peer.startTime else { return false }
+        guard let now else { return PeerIdentity.isHidden(peer.pid) }
+        return now == peer.executable
+    }
+
+    /// As ``PeerIdentity/tracer()``.
+    func tracer() -> pid_t? { PeerIdentity.tracer(statusFile: status) }
 }

@@ -35,6 +35,13 @@ if startEnvironment.keys.contains(where: ProtectedPath.isLoaderVariable) {
 var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
 _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
 _ = ckeychain_set_non_dumpable()
+// Every client holds three descriptors here (its socket and its /proc stat and status): the soft limit a session
+// starts with (often 1,024, kept low for select(2), which keychaind does not use) goes up to the hard limit.
+var descriptors = rlimit()
+if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &descriptors) == 0, descriptors.rlim_cur < descriptors.rlim_max {
+    descriptors.rlim_cur = descriptors.rlim_max
+    _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &descriptors)
+}
 
 let arguments = CommandLine.arguments.dropFirst()
 if arguments.contains("--version") {

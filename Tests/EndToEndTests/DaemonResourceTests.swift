@@ -46,9 +46,10 @@ struct DaemonResourceTests {
         #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
         let socket = try Self.socket(in: home)
         let pid = try #require(home.daemonPID)
-        // Leave keychaind three descriptors more than it holds now.
+        // Leave keychaind six descriptors more than it holds now: one client's (its socket, its /proc stat and
+        // status) and what a call opens.
         let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
-        let limit = "--nofile=\(open + 3):\(open + 3)"
+        let limit = "--nofile=\(open + 6):\(open + 6)"
         #expect(try ChildProcess.run("/usr/bin/prlimit", arguments: ["--pid", "\(pid)", limit]).termination == .exited(0))
         // Far more connections than that, held open: accept fails with EMFILE meanwhile.
         let held = (0..<40).map { _ in Self.connect(socket) }
@@ -59,6 +60,57 @@ struct DaemonResourceTests {
         #expect(kill(pid, 0) == 0)
         #expect(FileManager.default.fileExists(atPath: socket))
         #expect(try home.run("security", "list-keychains").status == 0)
+    }
+
+    /// Says hello on `fd`; the daemon's answer (its greeting, or a refusal: 0 and the reason).
+    static func greet(_ fd: Int32) -> [UInt8]? {
+        // A connection that is turned away may be closed before the hello arrives: its answer is still there.
+        _ = Framing.send(Framing.hello(), on: fd)
+        return try? Framing.receive(on: fd, limit: 4096)
+    }
+
+    @Test("issue 22: a process that floods keychaind with bad frames is turned away at accept, for longer each time; others are served")
+    func protocolOffenderIsTurnedAway() throws {
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
+        let socket = try Self.socket(in: home)
+        /// Connects until keychaind greets this process again (its penalty over); then breaks the protocol once.
+        func offend() -> Bool {
+            for _ in 0..<200 {
+                let fd = Self.connect(socket)
+                defer { close(fd) }
+                guard let answer = Self.greet(fd) else { return false }
+                if answer.first == 0 {
+                    usleep(20_000)
+                    continue
+                }
+                // A frame that announces 2 GiB: refused, and the connection ends.
+                _ = [UInt8]([0x7F, 0xFF, 0xFF, 0xFF]).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                var byte: UInt8 = 0
+                while recv(fd, &byte, 1, 0) > 0 {}  // until keychaind closes it
+                return true
+            }
+            return false
+        }
+        #expect(offend())
+        // Right after: this process is told why, in one frame, without being served.
+        let fd = Self.connect(socket)
+        let refusal = Self.greet(fd) ?? []
+        close(fd)
+        #expect(refusal.first == 0)
+        #expect(String(decoding: refusal.dropFirst(), as: UTF8.self).contains("broke keychaind's protocol"))
+        // Another process (another pid) is served as before, meanwhile.
+        #expect(try home.run("security", "list-keychains").status == 0)
+        // Each offence doubles the wait: after five, it is more than 8 × the first.
+        for _ in 0..<4 { #expect(offend()) }
+        let again = Self.connect(socket)
+        let text = String(decoding: (Self.greet(again) ?? []).dropFirst(), as: UTF8.self)
+        close(again)
+        let milliseconds = text.split(separator: " ").compactMap { Int($0) }.first ?? 0
+        #expect(milliseconds > 400, "\(text)")
+        // A client that keeps to the protocol after its penalty is served in full.
+        #expect(offend())
     }
 
     @Test("a frame header does not reserve the size it announces: 100 connections announcing 8 MiB cost little")

@@ -15,6 +15,11 @@ int ckeychain_get_dumpable(void);
 /// /proc/PID/status show for the process. Returns 0 or -1 with errno.
 int ckeychain_set_process_name(const char *name);
 
+/// Gives the memory malloc holds free back to the system (malloc_trim(0): every arena, not only the top of the
+/// main heap). A daemon whose connection threads each used an arena keeps that memory otherwise. Returns 1 when
+/// memory was released, 0 when none could be; 0 where glibc's malloc is not used.
+int ckeychain_return_free_memory(void);
+
 /// The process's environment block (`environ`), which may be NULL after clearenv(3): Swift imports the global itself
 /// as never NULL.
 char *const *ckeychain_environment(void);

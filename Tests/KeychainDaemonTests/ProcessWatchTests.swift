@@ -1,0 +1,77 @@
+import Foundation
+import KeychainInterface
+import Testing
+@testable import KeychainDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The checks keychaind makes at every request, on the /proc files it keeps open per client (issue 22: the
+/// per-request identity work, measured at a fifth of keychaind's time per find when each check opened and split
+/// /proc/PID/status).
+@Suite("A client's process, watched through its /proc files")
+struct ProcessWatchTests {
+    @Test("TracerPid is read from the status file as bytes: 0 for an untraced process, the tracer's pid for a traced one")
+    func tracerFromStatus() throws {
+        let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        #expect(PeerIdentity.tracer(statusFile: fd) == 0)
+        // Read twice through the same descriptor: each read starts the file again.
+        #expect(PeerIdentity.tracer(statusFile: fd) == 0)
+        // A status text of our own making, with the field where the kernel puts it and a tracer in it.
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("status-\(UUID().uuidString)").path
+        defer { unlink(path) }
+        try "Name:\tcat\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t7\nNgid:\t0\nPid:\t7\nPPid:\t1\nTracerPid:\t  4321\nUid:\t0\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let traced = open(path, O_RDONLY | O_CLOEXEC)
+        defer { close(traced) }
+        #expect(PeerIdentity.tracer(statusFile: traced) == 4321)
+        try "Name:\tcat\nPid:\t7\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let none = open(path, O_RDONLY | O_CLOEXEC)
+        defer { close(none) }
+        #expect(PeerIdentity.tracer(statusFile: none) == nil)
+    }
+
+    @Test("a watched process is the same program while it runs; once it has exited it is not, whoever gets its pid")
+    func exitedProcessIsNotTheSame() throws {
+        let child = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])
+        let peer = try #require(PeerIdentity.of(pid: child.pid, uid: getuid()))
+        let watch = try #require(ProcessWatch(peer))
+        #expect(watch.isStillSameProgram())
+        #expect(watch.tracer() == 0)
+        kill(child.pid, SIGKILL)
+        _ = child.wait()
+        #expect(!watch.isStillSameProgram())
+        #expect(watch.tracer() == nil)
+        // A start time that is not the process's: no watch at all.
+        var other = peer
+        other.startTime = (peer.startTime ?? 0) + 1
+        let live = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])
+        defer {
+            kill(live.pid, SIGKILL)
+            _ = live.wait()
+        }
+        other.pid = live.pid
+        #expect(ProcessWatch(other) == nil)
+    }
+
+    @Test("an offender's new connections are turned away for a while that doubles; another pid, or the pid of another process, is not")
+    func offenders() {
+        let list = ProtocolOffenders()
+        let me = getpid()
+        let start = PeerIdentity.startTime(of: me)
+        #expect(list.penalty(for: me) == nil)
+        list.record(pid: me, startTime: start)
+        let first = try? #require(list.penalty(for: me))
+        #expect(first.map { $0 <= ProtocolOffenders.firstPenalty } == true)
+        for _ in 0..<4 { list.record(pid: me, startTime: start) }
+        #expect(list.penalty(for: me).map { $0 > ProtocolOffenders.firstPenalty * 8 } == true)
+        #expect(list.penalty(for: getppid()) == nil)
+        // The same pid with another start time (a process that got a reused pid) inherits nothing.
+        let reused = ProtocolOffenders()
+        reused.record(pid: me, startTime: (start ?? 0) + 1)
+        #expect(reused.penalty(for: me) == nil)
+    }
+}
