@@ -244,7 +244,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "keychain-sync-server",
-            dependencies: ["KeychainSyncServer"],
+            dependencies: ["KeychainSyncServer", "KeychainInterface"],
             swiftSettings: strictSettings
         ),
         // Shared by the test targets only: a seeded generator, the status of a call.

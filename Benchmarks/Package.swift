@@ -57,6 +57,14 @@ let package = Package(
             path: "Sources/DaemonLoad"
         ),
         .executableTarget(
+            name: "SecItemFind",
+            dependencies: [
+                .product(name: "Security", package: root),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/SecItemFind"
+        ),
+        .executableTarget(
             name: "DaemonScale",
             dependencies: [
                 .product(name: "KeychainClient", package: root),

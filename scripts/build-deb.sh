@@ -59,8 +59,10 @@ Description: Apple's Keychain Services for Linux: security, keychaind, credentia
  An encrypted per-user database of small secrets (passwords, tokens, keys,
  certificates) with Apple's item model and status codes: the security command,
  the keychaind per-user service that decides which program reads what, git and
- docker credential helpers, an optional freedesktop Secret Service and
- pam_keychain, which unlocks the login keychain at login when turned on.
+ docker credential helpers, an optional freedesktop Secret Service,
+ pam_keychain, which unlocks the login keychain at login when turned on, and
+ keychain-sync-server, the self-hosted end-to-end encrypted sync service on
+ PostgreSQL (a system unit that nothing enables).
 EOF
 # pam-auth-update learns of the profile (Default: no, so nothing is turned on) and forgets it on removal.
 cat > "$stage/root/DEBIAN/postinst" <<'EOF'

@@ -47,7 +47,7 @@ version="$(tr -d ' \n' < "$root/VERSION")"
 commit="$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 if ! git -C "$root" diff --quiet HEAD 2>/dev/null; then commit="$commit+changes"; fi
 multiarch="$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)"
-tools=(security keychaind keychain-embedded git-credential-keychain docker-credential-keychain)
+tools=(security keychaind keychain-embedded git-credential-keychain docker-credential-keychain keychain-sync-server)
 
 if [ "$build" = 1 ]; then
     owner="$(stat -c %U "$root")"
@@ -124,6 +124,14 @@ text 0644 "$prefix/lib/systemd/user/keychaind.service" < <(
     sed -e "s|^ExecStart=.*|ExecStart=$prefix/bin/keychaind --foreground|" -e '/^# Adjust the path/d' \
         "$root/contrib/systemd/keychaind.service")
 put 0644 "$root/contrib/systemd/keychaind.socket" "$prefix/lib/systemd/user/keychaind.socket"
+
+# The sync server (docs/SYNC.md): a system unit that nothing enables, its settings' example, and the guide.
+text 0644 "$prefix/lib/systemd/system/keychain-sync-server.service" < <(
+    sed -e "s|^ExecStart=.*|ExecStart=$prefix/bin/keychain-sync-server|" \
+        -e "s|^Documentation=.*|Documentation=file:$prefix/share/doc/swift-keychain/SYNC.md|" \
+        -e "s|/usr/share/swift-keychain/|$data/|" "$root/contrib/systemd/keychain-sync-server.service")
+put 0644 "$root/contrib/systemd/sync-server.env.example" "$data/sync-server.env.example"
+put 0644 "$root/docs/SYNC.md" "$prefix/share/doc/swift-keychain/SYNC.md"
 
 # The Secret Service, for those who choose it: the D-Bus activation file and the unit's drop-in.
 secret_service_file() {

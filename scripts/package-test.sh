@@ -3,7 +3,8 @@
 #   1. builds the Debian package and installs it with apt;
 #   2. as a fresh user with nothing but the installed files: keychaind started by D-Bus activation from the
 #      installed service file (the README's opt-in step) for secret-tool; the README's example with the installed
-#      `security`; git through the installed helper; docker's helper; every tool's --version;
+#      `security`; git through the installed helper; docker's helper; every tool's --version; the installed sync
+#      server's unit (enabled by nothing) and the server itself answering /health from a PostgreSQL cluster;
 #   3. removes the package: no file of it is left, the user's keychain is;
 #   4. the same files through scripts/install.sh --prefix and scripts/uninstall.sh, which leaves nothing behind.
 #
@@ -43,7 +44,7 @@ before="$(mktemp)"; find /usr /etc -xdev 2>/dev/null | sort > "$before"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
 files="$(dpkg -L swift-keychain)"
 check "the package installs its tools root-owned and not writable by others" \
-    bash -c 'for f in /usr/bin/security /usr/bin/keychaind /usr/bin/keychain-embedded /usr/bin/git-credential-keychain /usr/bin/docker-credential-keychain; do
+    bash -c 'for f in /usr/bin/security /usr/bin/keychaind /usr/bin/keychain-embedded /usr/bin/git-credential-keychain /usr/bin/docker-credential-keychain /usr/bin/keychain-sync-server; do
         [ "$(stat -c %U:%a "$f")" = root:755 ] || { echo "  $f: $(stat -c %U:%a "$f")"; exit 1; }; done'
 check "installing turned nothing on (no Secret Service file on the bus's path, PAM profile off)" \
     bash -c '[ ! -e /usr/share/dbus-1/services/org.freedesktop.secrets.service ] || ! grep -q swift-keychain /usr/share/dbus-1/services/org.freedesktop.secrets.service; ! grep -rqs pam_keychain /etc/pam.d'
@@ -51,7 +52,7 @@ check "installing turned nothing on (no Secret Service file on the bus's path, P
 # 2. A fresh user.
 useradd -M -d "$home" -s /bin/bash "$user"
 chown "$user:" "$home"; chmod 0700 "$home"
-for tool in security keychaind keychain-embedded git-credential-keychain; do
+for tool in security keychaind keychain-embedded git-credential-keychain keychain-sync-server; do
     check "$tool --version names $version" bash -c "as_out=\$(runuser -u $user -- /usr/bin/$tool --version); echo \"  \$as_out\"; [[ \"\$as_out\" == *'$version'* ]]"
 done
 check "docker-credential-keychain version names $version" bash -c "[[ \$(/usr/bin/docker-credential-keychain version) == *'$version'* ]]"
@@ -93,6 +94,44 @@ check "docker's helper stores and gets a credential" \
     bash -c "runuser -u $user -- env -i HOME=$home PATH=/usr/bin:/bin bash -c '
         echo \"{\\\"ServerURL\\\":\\\"https://registry.example\\\",\\\"Username\\\":\\\"u\\\",\\\"Secret\\\":\\\"tok\\\"}\" | docker-credential-keychain store
         echo https://registry.example | docker-credential-keychain get' | grep -q '\"Secret\":\"tok\"'"
+pkill -KILL -u "$user" 2>/dev/null || true
+
+# The sync server: its system unit names the installed binary and reads /etc/swift-keychain/sync-server.env; nothing
+# enabled it. Then the installed server itself, configured as that file's example says, on a private cluster.
+check "the sync server's unit is installed, names the installed server and is enabled by nothing" \
+    bash -c "grep -qx 'ExecStart=/usr/bin/keychain-sync-server' /usr/lib/systemd/system/keychain-sync-server.service &&
+        grep -qx 'EnvironmentFile=/etc/swift-keychain/sync-server.env' /usr/lib/systemd/system/keychain-sync-server.service &&
+        [ -f /usr/share/swift-keychain/sync-server.env.example ] && [ ! -e /etc/swift-keychain ] &&
+        ! find /etc/systemd -name keychain-sync-server.service 2>/dev/null | grep -q ."
+cluster="$(mktemp -d /tmp/kc-package-pg.XXXXXX)"
+chmod 755 "$cluster"  # PostgreSQL runs as nobody (it refuses root)
+sync_server_health() {
+    local started pg_socket pg_user port="" server
+    started="$("$root/scripts/sync-postgres.sh" start "$cluster/pg" | tail -1)" || return 1
+    pg_socket="$(sed -n 's/.*socket=\([^ ]*\).*/\1/p' <<< "$started")"
+    pg_user="$(sed -n 's/.*user=\([^ ]*\).*/\1/p' <<< "$started")"
+    KEYCHAIN_SYNC_DATABASE_SOCKET="$pg_socket" KEYCHAIN_SYNC_DATABASE_USER="$pg_user" \
+        KEYCHAIN_SYNC_DATABASE_NAME=postgres KEYCHAIN_SYNC_PORT=0 \
+        /usr/bin/keychain-sync-server > "$cluster/server.out" 2> "$cluster/server.err" &
+    server=$!
+    for _ in $(seq 100); do
+        port="$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$cluster/server.out")"
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    local answer=""
+    if [ -n "$port" ] && exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+        printf 'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' >&3
+        answer="$(timeout 10 head -1 <&3 | tr -d '\r')"
+        exec 3<&-
+    fi
+    kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true
+    "$root/scripts/sync-postgres.sh" stop "$cluster/pg"
+    echo "  $answer"
+    [[ "$answer" == "HTTP/1.1 200"* ]] || { cat "$cluster/server.err" >&2; return 1; }
+}
+check "the installed sync server, set up from the environment as the example says, answers /health" sync_server_health
+rm -rf "$cluster"
 pkill -KILL -u "$user" 2>/dev/null || true
 
 # 3. Removal: every file of the package goes; the user's keychain stays.

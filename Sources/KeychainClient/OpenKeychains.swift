@@ -3,11 +3,30 @@ import KeychainCore
 import KeychainStorage
 import Synchronization
 
-/// The keychain files this process has open, one handle per file, so that every API in the process shares one
-/// lock state (unlocking through `SecKeychainUnlock` unlocks for `SecItemCopyMatching` too).
+/// The keychain files a host has open, one handle per file, so that every API of the host shares one lock state
+/// (unlocking through `SecKeychainUnlock` unlocks for `SecItemCopyMatching` too). An embedding process uses
+/// ``shared``; keychaind makes its own and gives it to every service it runs, so that what it locks, lists and
+/// closes is exactly its own.
+///
+/// Opening a file reads every row (checked against the manifest), which takes a while for a large one: it happens
+/// under that file's own lock, so it holds up the callers of that file only, never those of files already open.
 public final class OpenKeychains: Sendable {
     public static let shared = OpenKeychains()
+    public typealias Opener = @Sendable (URL, KeychainFile.Configuration) throws(KeychainError) -> KeychainFile
+
     private let files = Mutex<[String: KeychainFile]>([:])
+    /// One lock per path, held while that path is opened or created (made for paths that exist or are being
+    /// created, so their number is bounded by the files there are).
+    private let opening = Mutex<[String: OpeningLock]>([:])
+    private final class OpeningLock: Sendable { let mutex = Mutex<Void>(()) }
+    private let open: Opener
+
+    public init() {
+        open = { url, configuration throws(KeychainError) in try KeychainFile.open(at: url, configuration: configuration) }
+    }
+
+    /// With another way of opening a file (tests: one that waits, to show who else is held up meanwhile).
+    package init(opening: @escaping Opener) { open = opening }
 
     /// The configuration every handle of this process gets. There is one handle per file and process, so it must
     /// not depend on which API happened to open the file first: every opener uses this. (Who asks the user is the
@@ -20,22 +39,31 @@ public final class OpenKeychains: Sendable {
     public func file(at url: URL, configuration: KeychainFile.Configuration, createWithPassword password: SecretBytes?,
                      create: Bool = true) throws(KeychainError) -> KeychainFile {
         let key = StandardPath.of(url.path)
-        return try files.withLock { (files: inout [String: KeychainFile]) throws(KeychainError) -> KeychainFile in
-            if let file = files[key], StandardPath.exists(key) { return file }
+        if let file = files.withLock({ $0[key] }), StandardPath.exists(key) { return file }
+        guard create || StandardPath.exists(key) else { throw KeychainError(.noSuchKeychain, url.lastPathComponent) }
+        let lock = opening.withLock { locks in
+            if let lock = locks[key] { return lock }
+            let lock = OpeningLock()
+            locks[key] = lock
+            return lock
+        }
+        return try lock.mutex.withLock { _ throws(KeychainError) -> KeychainFile in
+            // Opened by another caller while this one waited.
+            if let file = files.withLock({ $0[key] }), StandardPath.exists(key) { return file }
             let file: KeychainFile
             if StandardPath.exists(key) || !create {
-                file = try KeychainFile.open(at: url, configuration: configuration)
+                file = try open(url, configuration)
             } else {
                 do throws(KeychainError) {
                     file = try KeychainFile.create(at: url, password: password, settings: .never,
                                                    configuration: configuration)
                 } catch KeychainStatus.duplicateKeychain {
-                    file = try KeychainFile.open(at: url, configuration: configuration)  // another process won
+                    file = try open(url, configuration)  // another process won
                 } catch {
                     throw error
                 }
             }
-            files[key] = file
+            files.withLock { $0[key] = file }
             return file
         }
     }

@@ -94,8 +94,8 @@ extension KeychainDaemonServer {
         let login = loginKeychainPath
         guard access(login, F_OK) == 0,
               case .success(let file) = Result(catching: { () throws(KeychainError) in
-                  try OpenKeychains.shared.file(at: URL(fileURLWithPath: login), configuration: fileConfiguration,
-                                                createWithPassword: nil, create: false)
+                  try keychains.file(at: URL(fileURLWithPath: login), configuration: fileConfiguration,
+                                     createWithPassword: nil, create: false)
               })
         else { return }
         accessLog.keyReady(in: file)

@@ -26,16 +26,6 @@ extension KeychainDaemonServer {
         if event.kind == .unlock { accessLogKeyReady() }
     }
 
-    func register(_ service: EmbeddedKeychainService) -> EmbeddedKeychainService {
-        active.withLock { $0[ObjectIdentifier(service)] = service }
-        return service
-    }
-
-    func retire(_ service: EmbeddedKeychainService) {
-        endedFiles.withLock { $0.formUnion(service.usedFiles) }
-        active.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(service)) }
-    }
-
     func serve(_ fd: Int32) {
         defer {
             close(fd)
@@ -65,7 +55,6 @@ extension KeychainDaemonServer {
         // Made at the first request, so that a client that opens its session first (every client of ours does)
         // gets one service, not one before and one after.
         var connectionService: EmbeddedKeychainService?
-        defer { if let connectionService { retire(connectionService) } }
         var contexts = ConnectionContexts()
         var connectionAsker = Asker(prompter: nil)
         var loggedCaller: LoggedCaller?
@@ -113,18 +102,17 @@ extension KeychainDaemonServer {
                             return asker.confirm(
                                 "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
                         }
-                        if let connectionService { retire(connectionService) }
                         loggedCaller = nil
-                        connectionService = register(EmbeddedKeychainService(
+                        connectionService = EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration,
-                            syncing: syncing, accessLog: accessLog))
+                            syncing: syncing, accessLog: accessLog, keychains: keychains)
                         contexts = ConnectionContexts()
                     }
                     // A client that never opened a session: nobody to ask about groups bound to other programs.
-                    let service = connectionService ?? register(EmbeddedKeychainService(
+                    let service = connectionService ?? EmbeddedKeychainService(
                         locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
                         asker: Asker(prompter: nil), baseConfiguration: fileConfiguration, syncing: syncing,
-                        accessLog: accessLog))
+                        accessLog: accessLog, keychains: keychains)
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
                     if case .serveSecretService(let address, let replace) = request {

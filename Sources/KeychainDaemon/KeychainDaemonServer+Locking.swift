@@ -32,10 +32,8 @@ extension KeychainDaemonServer {
                     endedAtLastTrim = ended
                     _ = ckeychain_return_free_memory()
                 }
-                let slept = sleepDetector.sleptSinceLastLook()
-                let paths = files
-                if slept { lockForSleep() }
-                for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) {
+                if sleepDetector.sleptSinceLastLook() { lockForSleep() }
+                for file in keychains.all {
                     if file.lockIfIdle() {
                         publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
                     }
@@ -51,14 +49,9 @@ extension KeychainDaemonServer {
         scheduler.start()
     }
 
-    var files: Set<String> {
-        active.withLock { $0.values.reduce(into: endedFiles.withLock { $0 }) { $0.formUnion($1.usedFiles) } }
-    }
-
     /// Locks the keychains set to lock on sleep (`security set-keychain-settings -l`).
     func lockForSleep() {
-        let paths = files
-        for file in OpenKeychains.shared.all where paths.contains(file.url.standardizedFileURL.path) && file.lockForSleep() {
+        for file in keychains.all where file.lockForSleep() {
             publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
         }
     }

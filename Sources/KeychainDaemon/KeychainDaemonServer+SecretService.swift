@@ -21,7 +21,8 @@ extension KeychainDaemonServer {
     public func serveSecretService(on connection: DBusConnection, replace: Bool) throws(SecretServiceServer.StartError) {
         // What the collection list is (read as keychaind itself sees the preferences).
         let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
-                                               asker: Asker(prompter: nil), baseConfiguration: fileConfiguration)
+                                               asker: Asker(prompter: nil), baseConfiguration: fileConfiguration,
+                                               keychains: keychains)
         let server = SecretServiceServer(
             connection: connection, observer: observer, publish: { [self] event in publish(event) },
             decisionLog: { [self] records, peer, caller in
@@ -32,8 +33,9 @@ extension KeychainDaemonServer {
             guard let claimed = policy.caller(for: peer) else { return nil }
             let caller = secretServiceCaller(for: claimed)
             // Its questions are its prompts' (Unlock, CreateCollection): a call itself never asks.
-            return register(EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
-                                                    baseConfiguration: fileConfiguration, accessLog: accessLog))
+            return EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
+                                           baseConfiguration: fileConfiguration, accessLog: accessLog,
+                                           keychains: keychains)
         }
         // A bus that goes away (the session ended) leaves no server behind: the next hand-over serves the new one.
         try server.start(replace: replace, onClose: { [self] in

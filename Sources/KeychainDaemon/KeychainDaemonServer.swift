@@ -122,11 +122,10 @@ public final class KeychainDaemonServer: Sendable {
         }
         listeningStopped.wait()
         stopped.store(true, ordering: .relaxed)
-        // The files the daemon's clients used (in keychaind that is every open file; a server run inside another
-        // program, as in the tests, leaves that program's own handles alone).
-        // The log first: its checkpoint goes into the login keychain, which must still be open.
+        // The log first: its checkpoint goes into the login keychain, which must still be open. Then every file
+        // this server opened (its own set: a server run inside another program leaves that program's handles alone).
         accessLog.close()
-        for path in files { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
+        keychains.closeAll()
         // Only our own socket: a daemon started after ours lost its directory may already serve a new one there.
         if Self.identity(of: socket.path) == socketAtStart { unlink(socket.path) }
     }
@@ -186,11 +185,9 @@ public final class KeychainDaemonServer: Sendable {
     /// Connections served to their end, counted (the lock scheduler returns freed memory after some have ended).
     let connectionsEnded = Atomic(0)
     var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: locations.stateDirectory) }
-    /// The services of the connections being served, and the files of those that ended: what the daemon locks when
-    /// idle and closes when it stops (in keychaind, every open file; a server run inside another program, as in the
-    /// tests, leaves that program's own handles alone).
-    let active = Mutex<[ObjectIdentifier: EmbeddedKeychainService]>([:])
-    let endedFiles = Mutex<Set<String>>([])
+    /// Every keychain file this server's services have open (theirs alone, not the host process's): what it locks
+    /// when idle or before sleep, lists for sync, and closes when it stops.
+    public let keychains = OpenKeychains()
 
     /// logind's delay inhibitor lock while keychaind holds it (closing the descriptor releases it), and whether the
     /// machine is on its way to sleep (a lock that arrives then is let go at once).

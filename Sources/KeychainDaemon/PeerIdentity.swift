@@ -219,7 +219,8 @@ final class ProcessWatch: Sendable {
     func isStillSameProgram() -> Bool {
         let now = PeerIdentity.executable(of: peer.pid)
         guard let start = PeerIdentity.startTime(statFile: stat), start == peer.startTime else { return false }
-        guard let now else { return PeerIdentity.isHidden(peer.pid) }
+        // Hidden (non-dumpable): and still alive after that look, so the look was at this process.
+        guard let now else { return PeerIdentity.isHidden(peer.pid) && PeerIdentity.startTime(statFile: stat) == start }
         return now == peer.executable
     }
 

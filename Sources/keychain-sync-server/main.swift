@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import KeychainInterface
 import KeychainSyncServer
 import Logging
 
@@ -9,8 +10,9 @@ let usage = """
                                 [--database-socket PATH --database-user USER --database-name DB]
                                 [--host ADDRESS] [--port N] [--tls-certificate PEM --tls-key PEM]
                                 [--tombstone-days N | --tombstone-seconds N] [--log-level LEVEL]
-    environment: DATABASE_URL, KEYCHAIN_SYNC_HOST, KEYCHAIN_SYNC_PORT, KEYCHAIN_SYNC_TLS_CERTIFICATE,
-                 KEYCHAIN_SYNC_TLS_KEY, LOG_LEVEL
+    environment: DATABASE_URL, KEYCHAIN_SYNC_DATABASE_SOCKET, KEYCHAIN_SYNC_DATABASE_USER,
+                 KEYCHAIN_SYNC_DATABASE_NAME, KEYCHAIN_SYNC_HOST, KEYCHAIN_SYNC_PORT, KEYCHAIN_SYNC_TLS_CERTIFICATE,
+                 KEYCHAIN_SYNC_TLS_KEY, KEYCHAIN_SYNC_TOMBSTONE_DAYS, LOG_LEVEL
     """
 
 func fail(_ message: String) -> Never {
@@ -28,7 +30,7 @@ func configurationFromArguments() -> SyncServerConfiguration {
             exit(0)
         }
         if flag == "--version" {
-            print("keychain-sync-server (swift-keychain)")
+            print(BuildInfo.versionLine(for: "keychain-sync-server"), terminator: "")
             exit(0)
         }
         let known = ["--database-url", "--database-socket", "--database-user", "--database-name", "--host", "--port",
@@ -43,9 +45,9 @@ func configurationFromArguments() -> SyncServerConfiguration {
     }
 
     let database: SyncServerConfiguration.Database
-    if let socket = option("database-socket") {
-        let user = option("database-user") ?? environment["USER"] ?? "postgres"
-        database = .socket(path: socket, user: user, database: option("database-name") ?? user)
+    if let socket = option("database-socket", "KEYCHAIN_SYNC_DATABASE_SOCKET") {
+        let user = option("database-user", "KEYCHAIN_SYNC_DATABASE_USER") ?? environment["USER"] ?? "postgres"
+        database = .socket(path: socket, user: user, database: option("database-name", "KEYCHAIN_SYNC_DATABASE_NAME") ?? user)
     } else if let url = option("database-url", "DATABASE_URL") {
         guard let parsed = SyncServerConfiguration.database(url: url) else { fail("cannot read the database URL") }
         database = parsed
@@ -63,7 +65,7 @@ func configurationFromArguments() -> SyncServerConfiguration {
     guard (configuration.tlsCertificate == nil) == (configuration.tlsKey == nil) else {
         fail("--tls-certificate and --tls-key go together")
     }
-    if let days = option("tombstone-days") {
+    if let days = option("tombstone-days", "KEYCHAIN_SYNC_TOMBSTONE_DAYS") {
         guard let value = Int64(days), value >= 1 else { fail("--tombstone-days must be a positive number") }
         configuration.tombstoneHorizon = value * 24 * 3600
     }

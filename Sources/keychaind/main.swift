@@ -133,7 +133,7 @@ notifyStarter("ready")
 let syncInterval = ProcessInfo.processInfo.environment["KEYCHAIN_SYNC_INTERVAL"]
 if syncInterval != "off" {
     let seconds = syncInterval.flatMap(Double.init).map { max($0, 1) } ?? 60
-    syncEngine.startBackground(interval: .milliseconds(Int64(seconds * 1000))) { OpenKeychains.shared.all }
+    syncEngine.startBackground(interval: .milliseconds(Int64(seconds * 1000))) { server.keychains.all }
 }
 // logind's PrepareForSleep: keychains set to lock on sleep lock before the machine sleeps, under a delay inhibitor
 // (a descriptor logind passes: hence the connection that takes descriptors). After "ready": the client that started

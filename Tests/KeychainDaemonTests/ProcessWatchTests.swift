@@ -47,7 +47,7 @@ struct ProcessWatchTests {
         #expect(watch.tracer() == nil)
         // A start time that is not the process's: no watch at all.
         var other = peer
-        other.startTime = (peer.startTime ?? 0) + 1
+        other.startTime = UInt64.max  // no process started then
         let live = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])
         defer {
             kill(live.pid, SIGKILL)

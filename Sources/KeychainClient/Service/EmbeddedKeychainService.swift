@@ -23,6 +23,8 @@ public final class EmbeddedKeychainService: KeychainService {
     private let syncing: (any KeychainSyncing)?
     /// The access log, where one is kept (keychaind); nil in-process.
     private let accessLog: (any AccessLogKeeping)?
+    /// The open keychain files of this service's host.
+    public let keychains: OpenKeychains
 
     /// - Parameters:
     ///   - caller: the access groups this process may use (default: its ``ApplicationIdentity``).
@@ -30,11 +32,13 @@ public final class EmbeddedKeychainService: KeychainService {
     ///     protected item, allow a program); nil: the process's default (the terminal, or pinentry).
     ///   - baseConfiguration: the file configuration to start from (default: ``OpenKeychains/standardConfiguration``,
     ///     which reads the environment; keychaind makes it once, not per connection).
+    ///   - keychains: the open files this service shares with the others of its host (default: the process's).
     ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
     public init(locations: KeychainLocations = .current(), caller: Caller? = nil, asker: Asker? = nil,
                 baseConfiguration: KeychainFile.Configuration? = nil, syncing: (any KeychainSyncing)? = nil,
-                accessLog: (any AccessLogKeeping)? = nil,
+                accessLog: (any AccessLogKeeping)? = nil, keychains: OpenKeychains = .shared,
                 configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
+        self.keychains = keychains
         self.syncing = syncing
         self.accessLog = accessLog
         self.locations = locations
@@ -81,19 +85,19 @@ public final class EmbeddedKeychainService: KeychainService {
         let target = url(keychain)
         let file = try KeychainFile.create(at: target, password: password, settings: settings,
                                            configuration: configuration)
-        OpenKeychains.shared.adopt(file)
+        keychains.adopt(file)
         used.withLock { _ = $0.insert(file.standardizedPath) }
     }
 
     public func deleteKeychain(_ keychain: KeychainReference) throws(KeychainError) {
         let target = url(keychain)
         try preferences.deleteKeychain(target)
-        OpenKeychains.shared.forget(target)
+        keychains.forget(target)
     }
 
     public func lock(_ keychain: KeychainReference) throws(KeychainError) { try file(keychain).lock() }
 
-    public func lockAll() { for file in OpenKeychains.shared.all { file.lock() } }
+    public func lockAll() { for file in keychains.all { file.lock() } }
 
     public func unlock(_ keychain: KeychainReference, password: SecretBytes?) throws(KeychainError) {
         try file(keychain).unlock(password: password)
@@ -407,7 +411,7 @@ public final class EmbeddedKeychainService: KeychainService {
     /// Closes the files this service used (the WAL folded in, the files recorded as checked); a later call opens
     /// them again. Other services of the process keep theirs.
     public func close() {
-        for path in used.withLock({ $0 }) { OpenKeychains.shared.close(URL(fileURLWithPath: path)) }
+        for path in used.withLock({ $0 }) { keychains.close(URL(fileURLWithPath: path)) }
     }
 
     // MARK: - Asking the user
@@ -425,7 +429,7 @@ public final class EmbeddedKeychainService: KeychainService {
 
     /// The open handle of an existing keychain.
     func file(_ keychain: KeychainReference) throws(KeychainError) -> KeychainFile {
-        let file = try OpenKeychains.shared.file(at: url(keychain), configuration: configuration, createWithPassword: nil,
+        let file = try keychains.file(at: url(keychain), configuration: configuration, createWithPassword: nil,
                                                  create: false)
         used.withLock { _ = $0.insert(file.standardizedPath) }
         return file
@@ -440,7 +444,7 @@ public final class EmbeddedKeychainService: KeychainService {
         guard isLogin, !FileManager.default.fileExists(atPath: target.path) else {
             return try file(reference(target))
         }
-        let file = try OpenKeychains.shared.file(at: target, configuration: configuration, createWithPassword: nil,
+        let file = try keychains.file(at: target, configuration: configuration, createWithPassword: nil,
                                                  create: true)
         used.withLock { _ = $0.insert(file.standardizedPath) }
         let first = announcedLogin.withLock { announced in
