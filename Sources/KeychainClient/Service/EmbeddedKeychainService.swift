@@ -429,8 +429,8 @@ public final class EmbeddedKeychainService: KeychainService {
 
     /// The open handle of an existing keychain.
     func file(_ keychain: KeychainReference) throws(KeychainError) -> KeychainFile {
-        let file = try keychains.file(at: url(keychain), configuration: configuration, createWithPassword: nil,
-                                                 create: false)
+        let file = try keychains.file(atPath: keychain.path, configuration: configuration, createWithPassword: nil,
+                                      create: false)
         used.withLock { _ = $0.insert(file.standardizedPath) }
         return file
     }
@@ -439,13 +439,15 @@ public final class EmbeddedKeychainService: KeychainService {
     /// (said once on standard error: nobody can be asked here).
     func file(orDefault keychain: KeychainReference?) throws(KeychainError) -> KeychainFile {
         if let keychain { return try file(keychain) }
-        let target = preferences.defaultKeychain()
-        let isLogin = target.standardizedFileURL == preferences.loginKeychain().standardizedFileURL
-        guard isLogin, !FileManager.default.fileExists(atPath: target.path) else {
-            return try file(reference(target))
+        // The preferences as worked-out paths (read again only when a preference file changed): this runs at every
+        // call that names no keychain, and URLs standardized per call were half of an in-process find.
+        let paths = preferences.paths()
+        let target = paths.defaultKeychain
+        guard target == paths.loginKeychain, !StandardPath.exists(target) else {
+            return try file(KeychainReference(path: target))
         }
-        let file = try keychains.file(at: target, configuration: configuration, createWithPassword: nil,
-                                                 create: true)
+        let file = try keychains.file(atPath: target, configuration: configuration, createWithPassword: nil,
+                                      create: true)
         used.withLock { _ = $0.insert(file.standardizedPath) }
         let first = announcedLogin.withLock { announced in
             defer { announced = true }
@@ -453,7 +455,7 @@ public final class EmbeddedKeychainService: KeychainService {
         }
         if first {
             FileHandle.standardError.write(
-                Data("keychain: created \(target.path) without a password (no way to ask for one)\n".utf8))
+                Data("keychain: created \(target) without a password (no way to ask for one)\n".utf8))
         }
         return file
     }

@@ -23,7 +23,7 @@ struct DeviceKeys: Sendable {
     let manifestKey: SymmetricKey
     let stateKey: SymmetricKey
     /// Format 2: each item class gets its own index space (see ``classIndex(_:kind:column:)``).
-    private let classIndexKey: HMAC<SHA256>
+    private let classIndexKey: KeyedHash
 
     init(deviceKey: SymmetricKey, header: FileHeader) {
         func derive(_ label: String, uuid: Bool = false) -> SymmetricKey {
@@ -38,20 +38,18 @@ struct DeviceKeys: Sendable {
         serviceIndex = BlindIndex(key: derive("bidx/svce"))
         manifestKey = derive("manifest")
         stateKey = derive("state")
-        classIndexKey = HMAC(key: derive("bidx/class"))
+        classIndexKey = KeyedHash(key: derive("bidx/class"))
     }
 
     /// The stored form of a group, account or service index (format 2): the format-1 value keyed once more with the
     /// item's class and column, so equal accounts of a generic and an internet password no longer share an index
     /// value. Computed from the format-1 value alone, so migrating needs no plaintext (and no unlock).
     func classIndex(_ v1: Data, kind: String, column: String) -> Data {
-        var mac = classIndexKey
         var input = AAD("kc2/bidx")
         input.append(kind)
         input.append(column)
         input.append(v1)
-        mac.update(data: input.bytes)
-        return Data(mac.finalize().prefix(16))
+        return input.bytes.withUnsafeBytes { classIndexKey.index($0) }
     }
 
     func groupIndex(_ group: String, kind: String) -> Data {
@@ -67,17 +65,57 @@ struct DeviceKeys: Sendable {
     }
 }
 
-/// A keyed blind index: HMAC-SHA256 truncated to 16 bytes. Holds the HMAC already keyed (its inner and outer
-/// hashers past the padded key), so each index costs the message's hashing only, not the key schedule again.
+/// A keyed blind index: HMAC-SHA256 truncated to 16 bytes.
 struct BlindIndex: Sendable {
-    private let keyed: HMAC<SHA256>
+    private let keyed: KeyedHash
 
-    init(key: SymmetricKey) { keyed = HMAC(key: key) }
+    init(key: SymmetricKey) { keyed = KeyedHash(key: key) }
 
-    func callAsFunction(_ bytes: [UInt8]) -> Data {
-        var mac = keyed  // a copy: the hashers are copied on write, the keyed state stays as it is
-        mac.update(data: bytes)
-        return Data(mac.finalize().prefix(16))
+    func callAsFunction(_ bytes: [UInt8]) -> Data { bytes.withUnsafeBytes { keyed.index($0) } }
+}
+
+/// HMAC-SHA256 (RFC 2104) with its key schedule done once: the inner and outer hashers already past the padded key,
+/// so each code costs the message's hashing only. The same bytes as swift-crypto's `HMAC<SHA256>` (tested), without
+/// its generic per-call work over `DataProtocol`, which cost several times the hashing itself: every find computes
+/// four blind indexes, and they were a quarter of an in-process `SecItemCopyMatching`.
+struct KeyedHash: Sendable {
+    private let inner: SHA256
+    private let outer: SHA256
+
+    init(key: SymmetricKey) {
+        var block = [UInt8](repeating: 0, count: SHA256.blockByteCount)
+        key.withUnsafeBytes { key in
+            if key.count > block.count {
+                SHA256.hash(data: key).withUnsafeBytes { for (i, byte) in $0.enumerated() { block[i] = byte } }
+            } else {
+                for (i, byte) in key.enumerated() { block[i] = byte }
+            }
+        }
+        var inner = SHA256()
+        var outer = SHA256()
+        var pad = block.map { $0 ^ 0x36 }
+        pad.withUnsafeBytes { inner.update(bufferPointer: $0) }
+        for i in pad.indices { pad[i] = block[i] ^ 0x5C }
+        pad.withUnsafeBytes { outer.update(bufferPointer: $0) }
+        for i in pad.indices {
+            pad[i] = 0
+            block[i] = 0
+        }
+        self.inner = inner
+        self.outer = outer
+    }
+
+    func authenticationCode(_ message: UnsafeRawBufferPointer) -> SHA256.Digest {
+        var inner = self.inner  // copies: the keyed states stay as they are
+        inner.update(bufferPointer: message)
+        var outer = self.outer
+        inner.finalize().withUnsafeBytes { outer.update(bufferPointer: $0) }
+        return outer.finalize()
+    }
+
+    /// The first 16 bytes of the code: a blind index as stored.
+    func index(_ message: UnsafeRawBufferPointer) -> Data {
+        authenticationCode(message).withUnsafeBytes { Data(bytes: $0.baseAddress!, count: 16) }
     }
 }
 

@@ -442,7 +442,8 @@ extension KeychainFile {
 
     private func candidateSQL(for query: ItemQuery) -> (String, StatementArguments) {
         var clauses = ["kind = ?"]
-        var arguments: [any DatabaseValueConvertible] = [query.itemClass.rawValue]
+        // Optional elements, as StatementArguments takes them (a non-optional array was cast element by element).
+        var arguments: [(any DatabaseValueConvertible)?] = [query.itemClass.rawValue]
         switch query.sync {
         case .nonSynchronizable: clauses.append("sync = 0")
         case .synchronizable: clauses.append("sync = 1")
