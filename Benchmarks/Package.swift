@@ -48,9 +48,16 @@ let package = Package(
             ],
             path: "Sources/MemoryProbe"
         ),
+        // What the keychaind benchmarks share (a connection, latency arithmetic).
+        .target(
+            name: "DaemonBenchmarkSupport",
+            dependencies: [.product(name: "KeychainClient", package: root)],
+            path: "Sources/DaemonBenchmarkSupport"
+        ),
         .executableTarget(
             name: "DaemonLoad",
             dependencies: [
+                "DaemonBenchmarkSupport",
                 .product(name: "KeychainClient", package: root),
                 .product(name: "KeychainCore", package: root),
             ],
@@ -67,6 +74,7 @@ let package = Package(
         .executableTarget(
             name: "DaemonScale",
             dependencies: [
+                "DaemonBenchmarkSupport",
                 .product(name: "KeychainClient", package: root),
                 .product(name: "KeychainCore", package: root),
                 .product(name: "KeychainWire", package: root),

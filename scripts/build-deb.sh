@@ -50,7 +50,7 @@ Architecture: $arch
 Maintainer: swift-keychain developers <swift-keychain@localhost>
 Installed-Size: $installed_size
 Depends: $depends
-Recommends: pinentry-curses | pinentry
+Recommends: pinentry-curses | pinentry, libnss-systemd
 Suggests: libsecret-tools, git
 Section: utils
 Priority: optional
@@ -77,6 +77,13 @@ cat > "$stage/root/DEBIAN/prerm" <<'EOF'
 set -e
 if [ "$1" = remove ] && command -v pam-auth-update >/dev/null; then
     pam-auth-update --package --remove swift-keychain
+fi
+# The sync server, if an administrator enabled it: stopped and disabled, so no unit runs a removed program.
+if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
+    systemctl stop keychain-sync-server.service >/dev/null 2>&1 || true
+fi
+if [ "$1" = remove ] && command -v systemctl >/dev/null; then
+    systemctl disable keychain-sync-server.service >/dev/null 2>&1 || true
 fi
 EOF
 chmod 0755 "$stage/root/DEBIAN/postinst" "$stage/root/DEBIAN/prerm"

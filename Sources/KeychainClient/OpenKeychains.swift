@@ -9,16 +9,19 @@ import Synchronization
 /// closes is exactly its own.
 ///
 /// Opening a file reads every row (checked against the manifest), which takes a while for a large one: it happens
-/// under that file's own lock, so it holds up the callers of that file only, never those of files already open.
+/// under its path's lock (one of a fixed set), so it holds up the callers of that file, never those of files
+/// already open.
 public final class OpenKeychains: Sendable {
     public static let shared = OpenKeychains()
     public typealias Opener = @Sendable (URL, KeychainFile.Configuration) throws(KeychainError) -> KeychainFile
 
     private let files = Mutex<[String: KeychainFile]>([:])
-    /// One lock per path, held while that path is opened or created (made for paths that exist or are being
-    /// created, so their number is bounded by the files there are).
-    private let opening = Mutex<[String: OpeningLock]>([:])
-    private final class OpeningLock: Sendable { let mutex = Mutex<Void>(()) }
+    /// Set by ``closeAll(finally:)`` when its host stops: an open that was under way then closes what it opened.
+    private let closed = Atomic(false)
+    /// The locks held while a path is opened, created, adopted, closed or forgotten: a fixed set, each path on one
+    /// of them (two paths rarely share one; a client that names any number of paths adds nothing).
+    private let pathLocks = (0..<64).map { _ in PathLock() }
+    private final class PathLock: Sendable { let mutex = Mutex<Void>(()) }
     private let open: Opener
 
     public init() {
@@ -49,15 +52,10 @@ public final class OpenKeychains: Sendable {
         if let file = files.withLock({ $0[key] }), StandardPath.exists(key) { return file }
         let url = URL(fileURLWithPath: path)
         guard create || StandardPath.exists(key) else { throw KeychainError(.noSuchKeychain, url.lastPathComponent) }
-        let lock = opening.withLock { locks in
-            if let lock = locks[key] { return lock }
-            let lock = OpeningLock()
-            locks[key] = lock
-            return lock
-        }
-        return try lock.mutex.withLock { _ throws(KeychainError) -> KeychainFile in
+        return try lock(for: key).mutex.withLock { _ throws(KeychainError) -> KeychainFile in
             // Opened by another caller while this one waited.
             if let file = files.withLock({ $0[key] }), StandardPath.exists(key) { return file }
+            guard !closed.load(ordering: .acquiring) else { throw KeychainError(.notAvailable, "the keychain service is stopping") }
             let file: KeychainFile
             if StandardPath.exists(key) || !create {
                 file = try open(url, configuration)
@@ -71,22 +69,34 @@ public final class OpenKeychains: Sendable {
                     throw error
                 }
             }
+            // Its host stopped meanwhile: nothing would close this handle.
+            guard !closed.load(ordering: .acquiring) else {
+                file.close()
+                throw KeychainError(.notAvailable, "the keychain service is stopping")
+            }
             files.withLock { $0[key] = file }
             return file
         }
     }
 
+    private func lock(for key: String) -> PathLock {
+        pathLocks[Int(UInt(bitPattern: key.hashValue) % UInt(pathLocks.count))]
+    }
+
     /// Takes a handle this process just created (so that later opens share it).
     public func adopt(_ file: KeychainFile) {
-        files.withLock { $0[file.url.standardizedFileURL.path] = file }
+        let key = file.url.standardizedFileURL.path
+        lock(for: key).mutex.withLock { _ in files.withLock { $0[key] = file } }
     }
 
     /// Every handle open in this process.
     public var all: [KeychainFile] { files.withLock { Array($0.values) } }
 
     /// Closes every handle (a command-line tool calls this before it exits): the WAL is folded into each file and
-    /// the files are recorded as checked, so the next process opens them without re-reading every row.
-    public func closeAll() {
+    /// the files are recorded as checked, so the next process opens them without re-reading every row. `finally`
+    /// (keychaind stopping): no file opens after this, and one being opened now is closed when its open ends.
+    public func closeAll(finally: Bool = false) {
+        if finally { closed.store(true, ordering: .releasing) }
         let open = files.withLock { files in
             defer { files.removeAll() }
             return Array(files.values)
@@ -96,10 +106,14 @@ public final class OpenKeychains: Sendable {
 
     /// Closes one file's handle, if open (see ``KeychainFile/close()``).
     public func close(_ url: URL) {
-        let file = files.withLock { $0.removeValue(forKey: url.standardizedFileURL.path) }
+        let key = url.standardizedFileURL.path
+        let file = lock(for: key).mutex.withLock { _ in files.withLock { $0.removeValue(forKey: key) } }
         file?.close()
     }
 
-    /// Forgets the handle of a deleted keychain.
-    public func forget(_ url: URL) { _ = files.withLock { $0.removeValue(forKey: url.standardizedFileURL.path) } }
+    /// Forgets the handle of a deleted keychain (after an open of it under way has ended, so it does not come back).
+    public func forget(_ url: URL) {
+        let key = url.standardizedFileURL.path
+        lock(for: key).mutex.withLock { _ in _ = files.withLock { $0.removeValue(forKey: key) } }
+    }
 }

@@ -65,8 +65,10 @@ extension KeychainDaemonServer {
                 guard let received = try stream.receive(limit: WireLimits.maximumRequest) else { return }
                 frame = received
             } catch {
-                offended = true
-                return  // an oversized or torn frame, or one another process sent, ends this connection only
+                // An oversized or torn frame ends this connection only, and counts against its process; a frame that
+                // another process sent (a descriptor passed on) does not count against the one that connected.
+                if case .malformed = error {} else { offended = true }
+                return
             }
             let response: Response
             do {
@@ -144,7 +146,7 @@ extension KeychainDaemonServer {
                     }
                 }
             } catch {
-                offended = true  // a frame our clients never send: answered, and counted when the connection ends
+                // Answered, not counted: a well-framed request this build cannot decode can come from API misuse.
                 response = .failure(KeychainError(.param, error.message))
             }
             frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }

@@ -125,7 +125,7 @@ public final class KeychainDaemonServer: Sendable {
         // The log first: its checkpoint goes into the login keychain, which must still be open. Then every file
         // this server opened (its own set: a server run inside another program leaves that program's handles alone).
         accessLog.close()
-        keychains.closeAll()
+        keychains.closeAll(finally: true)
         // Only our own socket: a daemon started after ours lost its directory may already serve a new one there.
         if Self.identity(of: socket.path) == socketAtStart { unlink(socket.path) }
     }

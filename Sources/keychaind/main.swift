@@ -36,10 +36,11 @@ var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
 _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
 _ = ckeychain_set_non_dumpable()
 // Every client holds three descriptors here (its socket and its /proc stat and status): the soft limit a session
-// starts with (often 1,024, kept low for select(2), which keychaind does not use) goes up to the hard limit.
+// starts with (often 1,024, kept low for select(2), which keychaind does not use) goes up, to at most 65,536 (the
+// children it starts, pinentry, inherit it; some programs walk every descriptor up to the limit).
 var descriptors = rlimit()
-if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &descriptors) == 0, descriptors.rlim_cur < descriptors.rlim_max {
-    descriptors.rlim_cur = descriptors.rlim_max
+if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &descriptors) == 0, descriptors.rlim_cur < min(descriptors.rlim_max, 65_536) {
+    descriptors.rlim_cur = min(descriptors.rlim_max, 65_536)
     _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &descriptors)
 }
 

@@ -74,6 +74,45 @@ struct OpenKeychainsTests {
         keychains.closeAll()
     }
 
+    @Test("once its host stops (closeAll finally), nothing opens, and an open under way closes what it opened")
+    func closedForGood() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-open-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let configuration = {
+            var configuration = KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
+            configuration.kdf = .fastForTests
+            return configuration
+        }()
+        let slow = root.appendingPathComponent("slow.keychain-db")
+        try KeychainFile.create(at: slow, password: nil, settings: .never, configuration: configuration).close()
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let keychains = OpenKeychains(opening: { url, configuration throws(KeychainError) in
+            entered.signal()
+            release.wait()
+            return try KeychainFile.open(at: url, configuration: configuration)
+        })
+        let outcome = Mutex<KeychainStatus?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            let result = Result(catching: { () throws(KeychainError) -> KeychainFile in
+                try keychains.file(at: slow, configuration: configuration, createWithPassword: nil, create: false)
+            })
+            if case .failure(let error) = result { outcome.withLock { $0 = error.status } }
+            done.signal()
+        }.start()
+        entered.wait()
+        keychains.closeAll(finally: true)
+        release.signal()
+        done.wait()
+        #expect(outcome.withLock { $0 } == .notAvailable)
+        #expect(keychains.all.isEmpty)
+        #expect(throws: KeychainError.self) {
+            try keychains.file(at: slow, configuration: configuration, createWithPassword: nil, create: false)
+        }
+    }
+
     @Test("a path with no keychain is errSecNoSuchKeychain and leaves nothing open")
     func missingFile() throws {
         let keychains = OpenKeychains()

@@ -1,3 +1,4 @@
+import DaemonBenchmarkSupport
 import Foundation
 import KeychainClient
 import KeychainCore
@@ -14,24 +15,7 @@ guard arguments.count == 3 else {
     exit(2)
 }
 let (itemCount, clientCount, requestCount) = (arguments[0], arguments[1], arguments[2])
-let socket = KeychainLocations.current().daemonSocket
-
-@Sendable func connect() -> RemoteKeychainService {
-    guard let client = try? RemoteKeychainService.connect(to: socket) else {
-        FileHandle.standardError.write(Data("DaemonLoad: no keychaind at \(socket.path)\n".utf8))
-        exit(1)
-    }
-    return client
-}
-
-@Sendable func micros(_ duration: Duration) -> Int64 {
-    duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
-}
-
-func percentile(_ values: [Int64], _ p: Double) -> Int64 {
-    let sorted = values.sorted()
-    return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-}
+@Sendable func connect() -> RemoteKeychainService { connectToDaemon() }
 
 let setup = connect()
 let keychain = setup.resolve("load")

@@ -1,3 +1,4 @@
+import DaemonBenchmarkSupport
 import Foundation
 import KeychainClient
 import KeychainCore
@@ -29,25 +30,12 @@ func usage() -> Never {
 guard words.count >= 3, let itemCount = Int(words[0]) else { usage() }
 let mode = words[1]
 let numbers = words.dropFirst(2).compactMap { Int($0) }
-let socket = KeychainLocations.current().daemonSocket
+let socket = daemonSocket
 /// Clients that must never be asked anything (a question would stall the measurement, not keychaind).
 let quietEnvironment = ["KEYCHAIN_PROMPTER": "none"]
 
 @Sendable func connect(environment: [String: String] = quietEnvironment) -> RemoteKeychainService {
-    guard let client = try? RemoteKeychainService.connect(to: socket, environment: environment) else {
-        FileHandle.standardError.write(Data("DaemonScale: no keychaind at \(socket.path)\n".utf8))
-        exit(1)
-    }
-    return client
-}
-
-@Sendable func micros(_ duration: Duration) -> Int64 {
-    duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
-}
-
-func percentile(_ values: [Int64], _ p: Double) -> Int64 {
-    let sorted = values.sorted()
-    return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    connectToDaemon(environment: environment)
 }
 
 /// keychaind's resident memory in kB, from its pid in the lock file beside the socket.

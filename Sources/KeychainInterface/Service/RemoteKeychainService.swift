@@ -203,6 +203,11 @@ public final class RemoteKeychainService: KeychainService {
         var payload: [UInt8]
         do { payload = try request.encode() } catch { throw KeychainError(.param, error.message) }
         defer { payload.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
+        // keychaind takes requests up to this size and ends a connection that sends more: said here, as the call's
+        // error, without losing the connection.
+        guard payload.count <= WireLimits.maximumRequest else {
+            throw KeychainError(.param, "the request is larger than keychaind takes (\(WireLimits.maximumRequest >> 20) MiB)")
+        }
         let answer: Result<[UInt8], KeychainError> = connection.withLock { fd in
             guard fd >= 0 else { return .failure(KeychainError(.notAvailable, "the keychain daemon connection is closed")) }
             guard Framing.send(payload, on: fd) else {
