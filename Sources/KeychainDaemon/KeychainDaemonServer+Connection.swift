@@ -146,7 +146,10 @@ extension KeychainDaemonServer {
                     }
                 }
             } catch {
-                // Answered, not counted: a well-framed request this build cannot decode can come from API misuse.
+                // Answered, and counted when the connection ends: a flooder's well-framed garbage would otherwise cost
+                // a thread and an identification per connection. A program of ours that trips a decoder limit through
+                // API misuse keeps its one connection; only its new connections wait, for 50 ms.
+                offended = true
                 response = .failure(KeychainError(.param, error.message))
             }
             frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }

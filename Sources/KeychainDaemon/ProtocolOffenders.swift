@@ -5,9 +5,9 @@ import Synchronization
 import Glibc
 #endif
 
-/// Processes whose connections broke the framing of the protocol (a bad greeting; an oversized or torn frame; a
-/// request sent before the caller was identified). Our own clients never do: they check a request's size before
-/// sending it. For a while after each
+/// Processes whose connections broke the protocol (a bad greeting; an oversized, torn or undecodable frame; a
+/// request sent before the caller was identified). Our own clients never do, short of API misuse that trips a
+/// decoder limit: they check a request's size before sending it. For a while after each
 /// offence, doubling with each one, that process's new connections are turned away with one short frame, right
 /// after accept: a client that floods keychaind with bad frames then costs it an accept and a close per
 /// connection, not a thread and an identification (reading /proc, hashing nothing new, mapping checks).
