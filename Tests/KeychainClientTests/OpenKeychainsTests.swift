@@ -9,16 +9,19 @@ import Testing
 /// up every caller of every file meanwhile).
 @Suite("Open keychain files")
 struct OpenKeychainsTests {
+    /// A scratch directory for keychain files, and the configuration they are made and opened with.
+    static func scratch() throws -> (URL, KeychainFile.Configuration) {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-open-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        var configuration = KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
+        configuration.kdf = .fastForTests
+        return (root, configuration)
+    }
+
     @Test("a file being opened holds up only its own callers: an open file is served meanwhile, and the slow one opens once")
     func openingHoldsOnlyItsFile() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-open-\(UUID().uuidString)")
+        let (root, configuration) = try Self.scratch()
         defer { try? FileManager.default.removeItem(at: root) }
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let configuration = {
-            var configuration = KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
-            configuration.kdf = .fastForTests
-            return configuration
-        }()
         let slow = root.appendingPathComponent("slow.keychain-db")
         let quick = root.appendingPathComponent("quick.keychain-db")
         for url in [slow, quick] {
@@ -76,14 +79,8 @@ struct OpenKeychainsTests {
 
     @Test("once its host stops (closeAll finally), nothing opens, and an open under way closes what it opened")
     func closedForGood() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("kc-open-\(UUID().uuidString)")
+        let (root, configuration) = try Self.scratch()
         defer { try? FileManager.default.removeItem(at: root) }
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        let configuration = {
-            var configuration = KeychainFile.Configuration(stateDirectory: root.appendingPathComponent("state"))
-            configuration.kdf = .fastForTests
-            return configuration
-        }()
         let slow = root.appendingPathComponent("slow.keychain-db")
         try KeychainFile.create(at: slow, password: nil, settings: .never, configuration: configuration).close()
         let entered = DispatchSemaphore(value: 0)
