@@ -109,12 +109,18 @@ let package = Package(
             dependencies: ["KeychainClient", "KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainDBus",
                            "CKeychainLinux",
                            .product(name: "Crypto", package: "swift-crypto"),
-                           .product(name: "_CryptoExtras", package: "swift-crypto")],
+                           .product(name: "_CryptoExtras", package: "swift-crypto"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "keychaind",
-            dependencies: ["KeychainDaemon", "KeychainClient", "KeychainDBus", "CKeychainLinux", "KeychainSync"],
+            dependencies: ["KeychainDaemon", "KeychainClient", "KeychainDBus", "CKeychainLinux", "KeychainSync",
+                           "KeychainInterface", "KeychainCore", "KeychainStorage",
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: strictSettings
         ),
         // Asymmetric keys (EC P-256/384/521, RSA): generation, Apple's external representations, signatures,
@@ -217,7 +223,7 @@ let package = Package(
         .target(
             name: "KeychainSync",
             dependencies: [
-                "KeychainSyncProtocol", "KeychainClient", "KeychainStorage", "KeychainCore",
+                "KeychainSyncProtocol", "KeychainClient", "KeychainInterface", "KeychainStorage", "KeychainCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -278,7 +284,8 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainTestSupport", "KeychainDBus", "KeychainWire"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainInterface", "KeychainTestSupport", "KeychainDBus",
+                           "KeychainWire"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -289,7 +296,7 @@ let package = Package(
         .testTarget(
             name: "KeychainDaemonTests",
             dependencies: ["KeychainDaemon", "KeychainWire", "KeychainClient", "KeychainCore", "KeychainKeys",
-                           "KeychainTestSupport"],
+                           "KeychainTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strictSettings
         ),
         .testTarget(

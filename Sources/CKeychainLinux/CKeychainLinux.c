@@ -176,3 +176,74 @@ int ckeychain_queued_bytes(int socket) { (void)socket; errno = ENOSYS; return -1
 #endif
 const char *ckeychain_version(void) { return KEYCHAIN_VERSION; }
 const char *ckeychain_build(void) { return KEYCHAIN_BUILD; }
+
+#if defined(__linux__)
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/timerfd.h>
+
+#ifndef TFD_TIMER_CANCEL_ON_SET
+#define TFD_TIMER_CANCEL_ON_SET (1 << 1)
+#endif
+
+static int arm_far_future(int fd) {
+    struct itimerspec spec = {0};
+    spec.it_value.tv_sec = (time_t)1 << 40;  // never reached: only the cancellation matters
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &spec, NULL);
+}
+
+int ckeychain_clock_change_open(void) {
+    int fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd < 0) return -1;
+    if (arm_far_future(fd) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int ckeychain_clock_change_rearm(int fd) {
+    uint64_t expirations;
+    ssize_t got = read(fd, &expirations, sizeof(expirations));
+    int changed = got < 0 && errno == ECANCELED;
+    if (got < 0 && !changed && errno != EAGAIN) return -1;
+    if (arm_far_future(fd) != 0) return -1;
+    return changed;
+}
+
+int ckeychain_directory_watch_open(const char *path) {
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) return -1;
+    uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
+    if (inotify_add_watch(fd, path, mask) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int ckeychain_wake_open(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int ckeychain_wake(int fd) {
+    uint64_t one = 1;
+    return write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 : -1;
+}
+
+void ckeychain_drain(int fd) {
+    char buffer[4096];
+    while (read(fd, buffer, sizeof(buffer)) > 0) {}
+}
+#else
+int ckeychain_clock_change_open(void) { errno = ENOSYS; return -1; }
+int ckeychain_clock_change_rearm(int fd) { (void)fd; errno = ENOSYS; return -1; }
+int ckeychain_directory_watch_open(const char *path) { (void)path; errno = ENOSYS; return -1; }
+int ckeychain_wake_open(void) { errno = ENOSYS; return -1; }
+int ckeychain_wake(int fd) { (void)fd; errno = ENOSYS; return -1; }
+void ckeychain_drain(int fd) { (void)fd; }
+#endif

@@ -2,6 +2,7 @@ import CKeychainLinux
 import Foundation
 import KeychainClient
 import KeychainCore
+import Logging
 import KeychainDBus
 import KeychainInterface
 import KeychainStorage
@@ -41,8 +42,8 @@ extension KeychainDaemonServer {
             if ProtectedPath.isProtected(resolved) { return resolved }
         }
         if let chosen = environment["PINENTRY_PROGRAM"] {
-            FileHandle.standardError.write(Data(
-                "keychaind: PINENTRY_PROGRAM \(chosen) is not used: only a program that root alone can change is\n".utf8))
+            Logger(label: "keychaind").warning(
+                "PINENTRY_PROGRAM \(chosen) is not used: only a program that root alone can change is")
         }
         return ["/usr/bin/pinentry", "/bin/pinentry"].first { FileManager.default.isExecutableFile(atPath: $0) }
             ?? "/usr/bin/pinentry"

@@ -29,7 +29,7 @@ extension KeychainDaemonServer {
     func serve(_ fd: Int32) {
         defer {
             close(fd)
-            connectionsEnded.add(1, ordering: .relaxed)
+            lockScheduler.connectionEnded()
         }
         guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
         guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }

@@ -6,49 +6,16 @@ import KeychainDBus
 import KeychainInterface
 import KeychainStorage
 import KeychainWire
+import Logging
 import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Locking on a schedule: idle keychains lock on time, keychains set to lock on sleep lock before the machine
-/// sleeps (logind's PrepareForSleep under a delay inhibitor) or, without logind, when it wakes (SleepDetector).
+/// Locking for sleep: keychains set to lock on sleep lock before the machine sleeps (logind's PrepareForSleep under a
+/// delay inhibitor) or, without logind, when it wakes (``LockScheduler``, which also locks idle keychains on time).
 extension KeychainDaemonServer {
-    /// Once a second, on a thread of its own until the daemon stops: idle keychains lock (their keys leave the
-    /// daemon's memory), keychains set to lock on sleep lock if the machine slept since the last look, and, as
-    /// gpg-agent does, a daemon whose socket was removed or replaced (the runtime directory cleaned at logout, a
-    /// test's home deleted) can no longer be reached, so it stops.
-    func startLockScheduler(stoppingWhenReplaced socketAtStart: [UInt64]?) {
-        let scheduler = Thread { [self] in
-            var sleepDetector = SleepDetector()
-            var endedAtLastTrim = 0
-            while !stopped.load(ordering: .relaxed) {
-                sleep(1)
-                // Connections ended since the last look: what their threads freed goes back to the system (1,000
-                // closed connections otherwise left about 17 MB with keychaind).
-                let ended = connectionsEnded.load(ordering: .relaxed)
-                if ended != endedAtLastTrim {
-                    endedAtLastTrim = ended
-                    _ = ckeychain_return_free_memory()
-                }
-                if sleepDetector.sleptSinceLastLook() { lockForSleep() }
-                for file in keychains.all {
-                    if file.lockIfIdle() {
-                        publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
-                    }
-                }
-                if socketAtStart != nil, Self.identity(of: socket.path) != socketAtStart {
-                    FileHandle.standardError.write(Data("keychaind: \(socket.path) was removed or replaced; stopping\n".utf8))
-                    stop()
-                    return
-                }
-            }
-        }
-        scheduler.name = "keychaind-lock-scheduler"
-        scheduler.start()
-    }
-
     /// Locks the keychains set to lock on sleep (`security set-keychain-settings -l`).
     func lockForSleep() {
         for file in keychains.all where file.lockForSleep() {
@@ -118,7 +85,7 @@ extension KeychainDaemonServer {
     /// descriptors): the signal alone still locks, only without the guarantee of going first.
     func takeSleepInhibitor(on systemBus: DBusConnection) {
         guard systemBus.passesFileDescriptors else { return }
-        DispatchQueue.global(qos: .utility).async { [self] in
+        _ = DetachedThread.start(name: "keychaind-inhibit") { [self] in
             let lock: UnixFileDescriptor
             do {
                 let reply = try systemBus.call(.methodCall(
@@ -127,12 +94,12 @@ extension KeychainDaemonServer {
                     body: [.string("sleep"), .string("keychaind"), .string("Locking keychains set to lock on sleep"),
                            .string("delay")]))
                 guard let value = reply.body.first, let answered = reply.fileDescriptor(value) else {
-                    FileHandle.standardError.write(Data("keychaind: logind's Inhibit answered no descriptor\n".utf8))
+                    logger.warning("logind's Inhibit answered no descriptor")
                     return
                 }
                 lock = answered
             } catch {
-                FileHandle.standardError.write(Data("keychaind: no sleep inhibitor from logind: \(error)\n".utf8))
+                logger.warning("no sleep inhibitor from logind: \(error)")
                 return
             }
             let released = sleepInhibitor.withLock { state -> UnixFileDescriptor? in

@@ -5,6 +5,7 @@ import KeychainCore
 import KeychainDBus
 import KeychainStorage
 import KeychainWire
+import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -17,8 +18,9 @@ import Glibc
 ///
 /// By job, one file each: listening (this file: the socket, the single-instance lock, accepting),
 /// one client (`+Connection`: greeting, identity checks, requests, event stream), asking the user (`+Asking`),
-/// locking on a schedule (`+Locking`: idle, sleep, a replaced socket), events (`EventHub`), and the Secret Service
-/// wiring (`+SecretService`; the D-Bus objects themselves are in `SecretService/`).
+/// locking on a schedule (`LockScheduler`: idle deadlines, waking, a replaced socket; logind's sleep signal in
+/// `+Locking`), events (`EventHub`), the Secret Service wiring (`+SecretService`; the D-Bus objects themselves are in
+/// `SecretService/`), and its lifetime under a ServiceGroup (`+Service`).
 public final class KeychainDaemonServer: Sendable {
     public let locations: KeychainLocations
     public let socket: URL
@@ -44,7 +46,11 @@ public final class KeychainDaemonServer: Sendable {
         self.syncing = syncing
         self.locations = locations
         self.policy = policy
-        self.fileConfiguration = OpenKeychains.standardConfiguration(locations: locations)
+        let lockScheduler = LockScheduler()
+        self.lockScheduler = lockScheduler
+        var fileConfiguration = OpenKeychains.standardConfiguration(locations: locations)
+        fileConfiguration.idleDeadlineMayBeSooner = { lockScheduler.idleDeadlineMayBeSooner() }
+        self.fileConfiguration = fileConfiguration
         self.socket = locations.daemonSocket
         self.loginKeychainPath = locations.loginKeychain.path
         let directory = socket.deletingLastPathComponent()
@@ -106,22 +112,29 @@ public final class KeychainDaemonServer: Sendable {
         case failed(String)
     }
 
-    /// The descriptor a signal handler may shut down to end ``run()``.
-    public var listeningDescriptor: Int32 { listening.withLock { $0 } }
 
     /// Accepts connections until ``stop()`` (or a shutdown of the listening socket), then closes every keychain
-    /// (in-flight calls finish first; the WAL is folded back) and removes the socket.
-    public func run() {
+    /// (in-flight calls finish first; the WAL is folded back) and removes the socket. keychaind runs it under a
+    /// ServiceGroup (``run()``); a program that hosts a server of its own may call it on a thread of its own.
+    public func serveUntilStopped() {
         let socketAtStart = Self.identity(of: socket.path)
-        startLockScheduler(stoppingWhenReplaced: socketAtStart)
+        lockScheduler.start(
+            LockScheduler.Host(
+                keychains: { [keychains] in keychains.all },
+                locked: { [self] file in
+                    publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
+                },
+                socketGone: { [self] in stop() }, logger: logger),
+            socket: socket, socketAtStart: socketAtStart)
         accessLogKeyReady()
         let listeningStopped = DispatchSemaphore(value: 0)
-        let fd = listeningDescriptor
+        let fd = listening.withLock { $0 }
         if !DetachedThread.start(name: "keychaind", stackSize: 1 << 20, { [self] in accept(on: fd, until: listeningStopped) }) {
             accept(on: fd, until: listeningStopped)  // no thread to spare: accept (and serve) here
         }
         listeningStopped.wait()
         stopped.store(true, ordering: .relaxed)
+        lockScheduler.stop()
         // The log first: its checkpoint goes into the login keychain, which must still be open. Then every file
         // this server opened (its own set: a server run inside another program leaves that program's handles alone).
         accessLog.close()
@@ -130,7 +143,7 @@ public final class KeychainDaemonServer: Sendable {
         if Self.identity(of: socket.path) == socketAtStart { unlink(socket.path) }
     }
 
-    public func stop() { _ = shutdown(listeningDescriptor, Int32(SHUT_RDWR)) }
+    public func stop() { _ = shutdown(listening.withLock { $0 }, Int32(SHUT_RDWR)) }
 
     /// One accepting thread at a time (leader and followers): the thread that takes a connection first starts the
     /// next accepting thread, then serves its client, so a new thread's start overlaps the client's first call
@@ -180,10 +193,11 @@ public final class KeychainDaemonServer: Sendable {
     }
 
     let stopped = Atomic(false)
+    let lockScheduler: LockScheduler
+    /// keychaind's messages (standard error, or the journal: ``DaemonLogHandler``).
+    let logger = Logger(label: "keychaind")
     let events = EventHub()
     let offenders = ProtocolOffenders()
-    /// Connections served to their end, counted (the lock scheduler returns freed memory after some have ended).
-    let connectionsEnded = Atomic(0)
     var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: locations.stateDirectory) }
     /// Every keychain file this server's services have open (theirs alone, not the host process's): what it locks
     /// when idle or before sleep, lists for sync, and closes when it stops.

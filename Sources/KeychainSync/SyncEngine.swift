@@ -30,7 +30,10 @@ public final class SyncEngine: KeychainSyncing {
         // One operation at a time per keychain. A command waits its turn (a background round takes seconds at
         // most); the background scheduler passes (``performIfIdle(_:on:)``).
         try takeTurn(file.url.path, waiting: .seconds(60))
-        defer { endTurn(file.url.path) }
+        defer {
+            endTurn(file.url.path)
+            background.withLock { $0 }?.accountsMayHaveChanged()
+        }
         switch request {
         case .setUp(let server): return try setUp(server: server, file: file)
         case .now:

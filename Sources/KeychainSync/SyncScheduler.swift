@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainInterface
 import KeychainStorage
 import Logging
 import KeychainSyncProtocol
@@ -19,6 +20,11 @@ final class SyncScheduler: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     /// Keychains changed since the last pass (their paths).
     private let changed = Mutex<Set<String>>([])
+    private let stopping = Atomic(false)
+    /// Wakes the watch when a keychain may have begun to sync (set up, joined, unlocked, changed).
+    private let watchWake = DispatchSemaphore(value: 0)
+    /// Signalled when the rounds' thread has ended (after ``stop()``).
+    private let ended = DispatchSemaphore(value: 0)
 
     init(engine: SyncEngine, interval: Duration, files: @escaping @Sendable () -> [KeychainFile], logger: Logger) {
         self.engine = engine
@@ -28,18 +34,14 @@ final class SyncScheduler: Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "keychaind.sync"
-        thread.start()
-        let watcher = Thread { [self] in watch() }
-        watcher.name = "keychaind.sync.watch"
-        watcher.start()
+        _ = DetachedThread.start(name: "keychaind-sync") { [self] in run() }
+        _ = DetachedThread.start(name: "keychaind-syncw") { [self] in watch() }
     }
 
     /// The server's push: a request that waits (up to 25 s) for the account's next change, then a round. So a change
     /// made on another device arrives here in about a second, without a short timer.
     private func watch() {
-        while true {
+        while !stopping.load(ordering: .relaxed) {
             var asked = false
             for file in files() {
                 guard let secret = try? file.syncState(), let state = try? SyncState.decode(secret),
@@ -58,19 +60,40 @@ final class SyncScheduler: Sendable {
                     Thread.sleep(forTimeInterval: 1)  // let the round move the cursor before asking again
                 }
             }
-            if !asked { Thread.sleep(forTimeInterval: 5) }
+            if !asked {
+                // No keychain syncs: nothing to watch until one may (no polling meanwhile; the interval bounds a
+                // keychain opened without an event).
+                let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+                _ = watchWake.wait(timeout: .now() + seconds)
+                while watchWake.wait(timeout: .now()) == .success {}
+            }
         }
     }
 
     func keychainChanged(at path: String) {
         changed.withLock { _ = $0.insert(path) }
         wake.signal()
+        watchWake.signal()
+    }
+
+    /// A sync command ran: a keychain may now sync (or no longer).
+    func accountsMayHaveChanged() { watchWake.signal() }
+
+    /// No round begins after this; waits (at most `timeout`) for the one under way to end. The watch for other
+    /// devices' changes ends with its current request.
+    func stop(timeout: Duration = .seconds(10)) {
+        stopping.store(true, ordering: .relaxed)
+        wake.signal()
+        watchWake.signal()
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        _ = ended.wait(timeout: .now() + seconds)
     }
 
     private func run() {
+        defer { ended.signal() }
         let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
         var retrySoon = false
-        while true {
+        while !stopping.load(ordering: .relaxed) {
             // A keychain that was busy last pass is looked at again in half a second, not at the next timer.
             var woken = wake.wait(timeout: .now() + (retrySoon ? 0.5 : seconds)) == .success
             if retrySoon { woken = true }
@@ -83,7 +106,7 @@ final class SyncScheduler: Sendable {
                 defer { pending.removeAll() }
                 return pending
             }
-            for file in files() where !woken || paths.contains(file.url.path) {
+            for file in files() where (!woken || paths.contains(file.url.path)) && !stopping.load(ordering: .relaxed) {
                 syncQuietly(file)
             }
             retrySoon = changed.withLock { !$0.isEmpty }
@@ -117,6 +140,11 @@ extension SyncEngine {
         let scheduler = SyncScheduler(engine: self, interval: interval, files: files, logger: logger)
         background.withLock { $0 = scheduler }
         scheduler.start()
+    }
+
+    /// Ends the background rounds: none begins after this, and the one under way is waited for (keychaind stopping).
+    public func stopBackground() {
+        background.withLock { $0.take() }?.stop()
     }
 
     public func keychainChanged(at path: String) {

@@ -4,7 +4,11 @@ import KeychainClient
 import KeychainCore
 import KeychainDaemon
 import KeychainDBus
+import KeychainInterface
 import KeychainSync
+import Logging
+import ServiceLifecycle
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -22,12 +26,15 @@ import Glibc
 // starts it with LD_PRELOAD (or a loader path of its own) would have its code beside the keys. Seen at start,
 // keychaind executes itself again without them, keeping its pid (a socket handed over by systemd stays valid).
 let startEnvironment = ProcessInfo.processInfo.environment
+// Every module's Logger writes keychaind's lines to standard error (the journal under systemd).
+DaemonLogHandler.bootstrap(program: "keychaind", environment: startEnvironment)
+let log = Logger(label: "keychaind")
 if startEnvironment.keys.contains(where: ProtectedPath.isLoaderVariable) {
     let clean = startEnvironment.filter { !ProtectedPath.isLoaderVariable($0.key) }.map { "\($0.key)=\($0.value)" }
     var argv: [UnsafeMutablePointer<CChar>?] = CommandLine.arguments.map { strdup($0) } + [nil]
     var envp: [UnsafeMutablePointer<CChar>?] = clean.map { strdup($0) } + [nil]
     execve("/proc/self/exe", &argv, &envp)
-    FileHandle.standardError.write(Data("keychaind: cannot start again without the loader's variables (errno \(errno))\n".utf8))
+    log.critical("cannot start again without the loader's variables (errno \(errno))")
     exit(1)
 }
 
@@ -57,7 +64,7 @@ if arguments.contains("--help") || arguments.contains("-h") {
 }
 let known: Set<String> = ["--foreground", "--notify-ready", "--secret-service", "--replace"]
 if let unknown = arguments.first(where: { !known.contains($0) }) {
-    FileHandle.standardError.write(Data("keychaind: unknown option \(unknown)\n".utf8))
+    log.error("unknown option \(unknown)")
     exit(2)
 }
 
@@ -81,7 +88,7 @@ func notifyStarter(_ line: String) {
 /// Tells the starter and standard error why keychaind cannot serve, and ends.
 func failStart(_ reason: String) -> Never {
     notifyStarter("failed: \(reason)")
-    FileHandle.standardError.write(Data("keychaind: \(reason)\n".utf8))
+    log.critical("\(reason)")
     exit(1)
 }
 
@@ -110,11 +117,11 @@ do {
             failStart("Secret Service: \(error.message)")
         }
         notifyStarter("ready")
-        FileHandle.standardError.write(Data("keychaind: the keychaind on \(socket) now serves the Secret Service too\n".utf8))
+        log.info("the keychaind on \(socket) now serves the Secret Service too")
         exit(0)
     }
     notifyStarter("running")
-    FileHandle.standardError.write(Data("keychaind: already running on \(socket)\n".utf8))
+    log.info("already running on \(socket)")
     exit(0)
 } catch .failed(let reason) {
     failStart(reason)
@@ -130,33 +137,42 @@ if arguments.contains("--secret-service") {
     }
 }
 notifyStarter("ready")
-// KEYCHAIN_SYNC_INTERVAL=off: rounds only when asked (sync-now), as tests that count what a round did need.
-let syncInterval = ProcessInfo.processInfo.environment["KEYCHAIN_SYNC_INTERVAL"]
-if syncInterval != "off" {
-    let seconds = syncInterval.flatMap(Double.init).map { max($0, 1) } ?? 60
-    syncEngine.startBackground(interval: .milliseconds(Int64(seconds * 1000))) { server.keychains.all }
-}
 // logind's PrepareForSleep: keychains set to lock on sleep lock before the machine sleeps, under a delay inhibitor
 // (a descriptor logind passes: hence the connection that takes descriptors). After "ready": the client that started
 // keychaind does not wait for the system bus. No system bus (a container, a minimal system): waking is still
 // noticed by the clocks.
 if let systemBus = try? DBusConnection.systemBus(fileDescriptors: true) {
     do { try server.watchForSleep(on: systemBus) } catch {
-        FileHandle.standardError.write(Data("keychaind: not following logind's sleep signal: \(error)\n".utf8))
+        log.warning("not following logind's sleep signal: \(error)")
     }
 }
 
-// SIGTERM and SIGINT end the accept loop; run() then closes every keychain (in-flight calls finish first).
-nonisolated(unsafe) var listeningSocket: Int32 = server.listeningDescriptor
-signal(SIGPIPE, SIG_IGN)
-signal(SIGTERM) { _ in _ = shutdown(listeningSocket, Int32(SHUT_RDWR)) }
-// A parent may have left them blocked (Foundation's Process does): then SIGTERM would never end keychaind.
+// A parent may have left SIGTERM and SIGINT blocked (Foundation's Process does): then they would never end keychaind.
 var ending = sigset_t()
 sigemptyset(&ending)
 sigaddset(&ending, SIGTERM)
 sigaddset(&ending, SIGINT)
 _ = pthread_sigmask(SIG_UNBLOCK, &ending, nil)
-signal(SIGINT) { _ in _ = shutdown(listeningSocket, Int32(SHUT_RDWR)) }
-FileHandle.standardError.write(Data("keychaind: serving \(server.socket.path)\n".utf8))
-server.run()
+signal(SIGPIPE, SIG_IGN)
+
+// The services, under one ServiceGroup: SIGTERM and SIGINT shut them down gracefully, in the reverse order of this
+// list (the sync rounds end first; the server last, once its calls under way have finished and every keychain is
+// closed). The socket going away ends the server, and the group with it.
+// KEYCHAIN_SYNC_INTERVAL=off: rounds only when asked (sync-now), as tests that count what a round did need.
+var services: [any Service] = [server]
+let syncInterval = ProcessInfo.processInfo.environment["KEYCHAIN_SYNC_INTERVAL"]
+if syncInterval != "off" {
+    let seconds = syncInterval.flatMap(Double.init).map { max($0, 1) } ?? 60
+    services.append(SyncRounds(engine: syncEngine, interval: .milliseconds(Int64(seconds * 1000)),
+                               keychains: { [server] in server.keychains.all }))
+}
+log.info("serving \(server.socket.path)")
+let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
+                                              gracefulShutdownSignals: [.sigterm, .sigint], logger: log))
+do {
+    try await group.run()
+} catch {
+    log.error("stopped: \(error)")
+    exit(1)
+}
 exit(0)

@@ -22,7 +22,7 @@ struct InProcessDaemonTests {
                 runtimeDirectory: root.appendingPathComponent("run"))
             let server = try KeychainDaemonServer(locations: locations, policy: CallerPolicy(toolDirectory: "/nowhere"))
             self.server = server
-            thread = Thread { server.run() }
+            thread = Thread { server.serveUntilStopped() }
             thread.start()
         }
 

@@ -56,4 +56,26 @@ int ckeychain_queued_bytes(int socket);
 const char *ckeychain_version(void);
 const char *ckeychain_build(void);
 
+/// A descriptor that becomes readable when the wall clock is set or the machine wakes from suspend (a timerfd on
+/// CLOCK_REALTIME, armed at the far future with TFD_TIMER_CANCEL_ON_SET: the kernel cancels such timers on both).
+/// Non-blocking and close-on-exec. Returns the descriptor, or -1 with errno set.
+int ckeychain_clock_change_open(void);
+
+/// After `fd` (from ckeychain_clock_change_open) became readable: arms it again. Returns 1 when the clock was set or
+/// the machine woke since it was armed, 0 when nothing happened, -1 with errno set.
+int ckeychain_clock_change_rearm(int fd);
+
+/// An inotify descriptor watching the directory `path` for entries created, deleted or moved, and for the directory
+/// itself going (non-blocking, close-on-exec). Returns the descriptor, or -1 with errno set.
+int ckeychain_directory_watch_open(const char *path);
+
+/// An eventfd to wake a thread that polls it (non-blocking, close-on-exec), or -1 with errno set.
+int ckeychain_wake_open(void);
+
+/// Makes `fd` (an eventfd) readable. Returns 0, or -1 with errno set.
+int ckeychain_wake(int fd);
+
+/// Reads and drops everything `fd` (non-blocking) has to read now.
+void ckeychain_drain(int fd);
+
 #endif

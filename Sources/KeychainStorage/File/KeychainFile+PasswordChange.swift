@@ -87,6 +87,7 @@ extension KeychainFile {
             return deleted
         }
         header.withLock { $0 = newHeader }
+        let changed = configuration.clock()  // after two KDFs: the idle interval counts from here
         keys.withLock { keys in
             for cls in Accessibility.allCases {
                 if let key = newKeys[cls] {
@@ -97,8 +98,9 @@ extension KeychainFile {
                     keys.metadataKeys[cls] = nil
                 }
             }
-            keys.lastActivity = now
+            keys.lastActivity = max(now, changed)
         }
+        configuration.idleDeadlineMayBeSooner?()
         if deleted > 0 {
             configuration.logger.notice("keychain.password.removed", metadata: ["akpu.deleted": "\(deleted)"])
         }

@@ -150,13 +150,17 @@ extension KeychainFile {
             unwrapped[cls] = SymmetricKey(data: raw)
             raw.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
         }
+        // The idle interval counts from when the keys are in memory, not from before the password's KDF (which can
+        // take longer than a short interval): else a keychain could lock as it is unlocked.
+        let unlocked = configuration.clock()
         keys.withLock { keys in
             for (cls, key) in unwrapped {
                 keys.classKeys[cls] = key
                 keys.metadataKeys[cls] = KeyHierarchy.metadataKey(classKey: key, header: header)
             }
-            keys.lastActivity = now
+            keys.lastActivity = max(now, unlocked)
         }
+        configuration.idleDeadlineMayBeSooner?()
         return unwrapped
     }
 
@@ -186,16 +190,20 @@ extension KeychainFile {
         keys.withLock { $0.lastActivity = now }
     }
 
+    /// When an idle lock is due if nobody uses the keychain before (it locks once the interval has passed, as
+    /// ``isIdleExpired`` says); nil when it is locked, has no password or no interval.
+    public var idleLockDeadline: Date? {
+        guard hasPassword, let interval = (try? settings().lockInterval) ?? nil else { return nil }
+        return keys.withLock { keys -> Date? in
+            keys.classKeys[.whenUnlocked] != nil ? keys.lastActivity.addingTimeInterval(Double(interval)) : nil
+        }
+    }
+
     /// Whether the keychain has been unlocked and idle longer than its interval: it locks at the next use or tick.
     /// Reading this changes nothing.
     public var isIdleExpired: Bool {
-        guard hasPassword else { return false }
-        let interval = (try? settings().lockInterval) ?? nil
-        let now = configuration.clock()
-        return keys.withLock { keys -> Bool in
-            guard let interval, keys.classKeys[.whenUnlocked] != nil else { return false }
-            return now.timeIntervalSince(keys.lastActivity) > Double(interval)
-        }
+        guard let deadline = idleLockDeadline else { return false }
+        return configuration.clock() > deadline
     }
 
     /// Locks if the keychain has been idle longer than its interval (a password keychain only). Asking is not

@@ -19,6 +19,9 @@ public final class KeychainFile: Sendable {
         /// The biometric sensor; none on a plain Linux machine. Storage only reads whether it can be used; the
         /// Asker of the service layer is what asks through it.
         public var authenticator: any Authenticator = NoBiometrics()
+        /// Called after an unlock, a password change or new settings: the keychain's idle deadline may now come
+        /// sooner than a scheduler waiting for it thinks (keychaind's LockScheduler). Uses only move it later.
+        public var idleDeadlineMayBeSooner: (@Sendable () -> Void)?
         public init(stateDirectory: URL) { self.stateDirectory = stateDirectory }
     }
 
@@ -257,6 +260,7 @@ public final class KeychainFile: Sendable {
                 arguments: [settings.lockInterval ?? Int(Int32.max), settings.lockOnSleep])
         }
         cachedSettings.withLock { $0 = settings }
+        configuration.idleDeadlineMayBeSooner?()
     }
 
     /// Locks the keychain: forgets the keys of the WhenUnlocked classes. AfterFirstUnlock keys stay until this

@@ -1,0 +1,20 @@
+import KeychainStorage
+import KeychainSync
+import ServiceLifecycle
+
+/// Sync's background rounds (docs/SYNC.md) as one of keychaind's services: after changes, and every `interval` for
+/// what other devices wrote, until keychaind shuts down; then no round begins and the one under way is waited for,
+/// before the server closes the keychains.
+struct SyncRounds: Service, CustomStringConvertible {
+    let engine: SyncEngine
+    let interval: Duration
+    let keychains: @Sendable () -> [KeychainFile]
+
+    var description: String { "sync rounds" }
+
+    func run() async throws {
+        engine.startBackground(interval: interval, files: keychains)
+        defer { engine.stopBackground() }
+        try await gracefulShutdown()
+    }
+}

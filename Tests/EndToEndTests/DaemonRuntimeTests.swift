@@ -1,0 +1,95 @@
+import Foundation
+import KeychainInterface
+import KeychainTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// keychaind's runtime (issue 22 §1): services under one ServiceGroup, messages through one logger, locking on
+/// timers rather than a look once a second.
+@Suite("keychaind's runtime")
+struct DaemonRuntimeTests {
+    typealias DaemonHome = DaemonTests.DaemonHome
+
+    /// Voluntary context switches of each of `pid`'s threads whose name begins with keychaind (its own threads, not
+    /// the Swift runtime's), by thread id.
+    static func ownThreadWakeUps(_ pid: pid_t) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for task in tasks {
+            let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
+            guard name.hasPrefix("keychaind") else { continue }
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+            let value = line.flatMap { Int($0.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") }
+            counts["\(task) \(name.trimmingCharacters(in: .newlines))"] = value ?? 0
+        }
+        return counts
+    }
+
+    @Test("an idle keychaind sleeps: with an unlocked keychain whose timeout is far away, none of its threads wakes")
+    func idleDaemonSleeps() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)
+        #expect(try home.run("security", "set-keychain-settings", "-t", "600", "work").status == 0)
+        let pid = try #require(home.daemonPID)
+        // The last client's connection has ended and what it freed was given back (at most a second later).
+        usleep(2_000_000)
+        let before = Self.ownThreadWakeUps(pid)
+        #expect(!before.isEmpty)
+        usleep(3_500_000)
+        let after = Self.ownThreadWakeUps(pid)
+        // A look once a second would have woken at least three times by now.
+        let woken = after.filter { thread, count in count > (before[thread] ?? 0) }
+        #expect(woken.isEmpty, "threads that woke while nothing was due: \(woken.keys.sorted())")
+        // And the keychain is still unlocked: a search finds nothing (errSecItemNotFound) instead of asking.
+        #expect(try home.run("security", "find-generic-password", "-s", "none", "work").status == 44)
+    }
+
+    @Test("keychaind's messages go to standard error, one line each, never to standard output; SIGINT ends it gracefully")
+    func messagesOnStandardError() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let output = try #require(closeOnExecPipe())
+        let errors = try #require(closeOnExecPipe())
+        var environment = home.environment
+        environment["KEYCHAIN_LOG_LEVEL"] = "debug"
+        let daemon = try ChildProcess.spawn(
+            Tool.binary.deletingLastPathComponent().appendingPathComponent("keychaind").path, arguments: ["--foreground"],
+            environment: environment, stdout: output.write, stderr: errors.write)
+        close(output.write)
+        close(errors.write)
+        defer {
+            close(output.read)
+            close(errors.read)
+        }
+        for _ in 0..<500 where !home.socketExists { usleep(10_000) }
+        #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)
+        // A wrong password: storage logs a warning (through swift-log, whose default would be standard output).
+        #expect(try home.run("security", "unlock-keychain", "-p", "not-the-Password-77", "work").status != 0)
+        daemon.send(SIGINT)
+        #expect(daemon.wait() == .exited(0))
+        #expect(!home.socketExists)  // a graceful end: the socket removed
+        let stdout = Self.readAll(output.read), stderr = Self.readAll(errors.read)
+        #expect(stdout.isEmpty, "keychaind wrote to standard output: \(stdout)")
+        let lines = stderr.split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("keychaind: serving ") })
+        #expect(lines.contains { $0 == "keychaind: warning: keychain.password.wrong" })
+        #expect(lines.allSatisfy { $0.hasPrefix("keychaind: ") })
+        #expect(!stderr.contains("not-the-Password-77"))
+    }
+
+    static func readAll(_ fd: Int32) -> String {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            bytes += chunk[..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
