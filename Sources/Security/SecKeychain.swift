@@ -169,13 +169,7 @@ enum Legacy {
     /// An existing keychain (the default one when nil; a missing default `login` keychain is created, without a
     /// password, as the first SecItem call would).
     static func existing(_ keychain: SecKeychain?) throws(KeychainError) -> KeychainReference {
-        let target = reference(keychain)
-        if try service.state(of: target).exists { return target }
-        guard keychain == nil, target == service.loginKeychain() else {
-            throw KeychainError(.noSuchKeychain, target.fileName)
-        }
-        try service.createKeychainIfMissing(target, password: nil, settings: .never)
-        return target
+        try service.existingKeychain(keychain.map { KeychainReference(path: $0.url.standardizedFileURL.path) })
     }
 
     /// The keychains a find visits: the one given, the array given, or the search list.

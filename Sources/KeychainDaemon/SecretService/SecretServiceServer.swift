@@ -308,10 +308,11 @@ public final class SecretServiceServer: Sendable {
             return (started, true)
         }
         if isNew {
-            DispatchQueue.global(qos: .userInitiated).async { [self] in
+            let work: @Sendable () -> Void = { [self] in
                 identification.finish(Result { try identify(sender) })
                 state.withLock { _ = $0.identifying.removeValue(forKey: sender) }
             }
+            if !DetachedThread.start(name: "keychaind-ident", stackSize: 1 << 20, work) { work() }
         }
         return identification
     }

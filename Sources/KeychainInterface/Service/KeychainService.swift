@@ -147,6 +147,22 @@ extension KeychainService {
         nameOrPath.map { resolve($0) } ?? defaultKeychain()
     }
 
+    /// The keychain a front end works on: `keychain` when it exists, the default keychain when nil. A missing default
+    /// keychain that is the login keychain is created, as macOS creates `login` at first use, with the password
+    /// `choosePassword` returns (a front end that can ask the user; nil: none). Any other missing keychain is
+    /// errSecNoSuchKeychain. The one rule for `security`, SecKeychain and the other front ends; the service applies
+    /// it too, to an item call that names no keychain.
+    public func existingKeychain(
+        _ keychain: KeychainReference?,
+        creatingLoginWith choosePassword: () throws(KeychainError) -> SecretBytes? = { nil }
+    ) throws(KeychainError) -> KeychainReference {
+        let target = keychain ?? defaultKeychain()
+        if try state(of: target).exists { return target }
+        guard keychain == nil, target == loginKeychain() else { throw KeychainError(.noSuchKeychain, target.fileName) }
+        try createKeychainIfMissing(target, password: try choosePassword(), settings: .never)
+        return target
+    }
+
     /// Creates `keychain` unless it exists; another process creating it at the same moment is not an error.
     public func createKeychainIfMissing(_ keychain: KeychainReference, password: SecretBytes?,
                                         settings: KeychainSettings) throws(KeychainError)

@@ -40,13 +40,7 @@ final class Session {
     /// A keychain by name or path that exists; nil means the default keychain (the login keychain is created on
     /// first use, with a password asked on the terminal when there is one).
     func keychain(_ nameOrPath: String?) throws(KeychainError) -> KeychainReference {
-        let reference = service.resolve(nameOrPath)
-        if try service.state(of: reference).exists { return reference }
-        guard nameOrPath == nil && reference == service.loginKeychain() else {
-            throw KeychainError(.noSuchKeychain, reference.fileName)
-        }
-        try createLogin(reference)
-        return reference
+        try service.existingKeychain(nameOrPath.map { service.resolve($0) }, creatingLoginWith: chooseLoginPassword)
     }
 
     /// Closes what this command opened, before the process exits.
@@ -96,15 +90,15 @@ final class Session {
         return Terminal.readSecret(prompt: "password to unlock \(label): ")
     }
 
-    private func createLogin(_ keychain: KeychainReference) throws(KeychainError) {
-        var password: SecretBytes?
-        if Terminal.hasTerminal && Terminal.standardInputIsTerminal {
-            Terminal.writeError("A login keychain is being created at \(keychain.path).\n")
-            password = Terminal.newPassword(
-                prompt: "password for new keychain (empty for none): ", retype: "retype password for new keychain: ")
-        } else {
-            Terminal.writeError("security: created \(keychain.path) without a password (no terminal to ask for one)\n")
+    /// The password of a login keychain created at first use: asked on the terminal, else none (said so).
+    private func chooseLoginPassword() -> SecretBytes? {
+        let path = service.loginKeychain().path
+        guard Terminal.hasTerminal && Terminal.standardInputIsTerminal else {
+            Terminal.writeError("security: created \(path) without a password (no terminal to ask for one)\n")
+            return nil
         }
-        try service.createKeychainIfMissing(keychain, password: password, settings: .never)
+        Terminal.writeError("A login keychain is being created at \(path).\n")
+        return Terminal.newPassword(
+            prompt: "password for new keychain (empty for none): ", retype: "retype password for new keychain: ")
     }
 }
