@@ -144,9 +144,12 @@ secret_service_dropin() {
 }
 text 0644 "$data/dbus-1/services/org.freedesktop.secrets.service" < <(secret_service_file)
 text 0644 "$data/systemd/keychaind.service.d/secret-service.conf" < <(secret_service_dropin)
+put 0644 "$root/contrib/xdg-desktop-portal/keychain.portal" "$data/xdg-desktop-portal/portals/keychain.portal"
 if [ "$secret_service" = 1 ]; then
     text 0644 "$prefix/share/dbus-1/services/org.freedesktop.secrets.service" < <(secret_service_file)
     text 0644 "$prefix/lib/systemd/user/keychaind.service.d/secret-service.conf" < <(secret_service_dropin)
+    # The Secret portal's backend (docs/SECRET-SERVICE.md): used once portals.conf chooses it.
+    put 0644 "$root/contrib/xdg-desktop-portal/keychain.portal" "$prefix/share/xdg-desktop-portal/portals/keychain.portal"
 fi
 
 if [ -f "$scratch/pam/pam_keychain.so" ]; then

@@ -50,14 +50,15 @@ public final class DBusConnection: @unchecked Sendable {
         return (pid, uid)
     }
 
-    /// The session bus of `DBUS_SESSION_BUS_ADDRESS`.
-    public static func sessionBus(environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure)
-        -> DBusConnection
+    /// The session bus of `DBUS_SESSION_BUS_ADDRESS` (with `fileDescriptors`, passing them: the Secret portal's
+    /// calls carry one).
+    public static func sessionBus(environment: [String: String] = ProcessInfo.processInfo.environment,
+                                  fileDescriptors: Bool = false) throws(Failure) -> DBusConnection
     {
         guard let address = environment["DBUS_SESSION_BUS_ADDRESS"] else {
             throw Failure("no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
         }
-        return try DBusConnection(address: address)
+        return try DBusConnection(address: address, fileDescriptors: fileDescriptors)
     }
 
     /// The system bus: `DBUS_SYSTEM_BUS_ADDRESS`, else the standard `/run/dbus/system_bus_socket`.

@@ -47,8 +47,11 @@ public struct CallerPolicy: Sendable {
     }
 
     /// The groups a program's files may claim: every one but the wildcard, which only the keychain's own tools
-    /// have (an entitlements file naming `*` would otherwise see every group, and back the keychain up).
-    static func claimable(_ groups: [String]) -> [String] { groups.filter { $0 != Caller.wildcardGroup } }
+    /// have (an entitlements file naming `*` would otherwise see every group, and back the keychain up), and
+    /// keychaind's own (the Secret portal's secrets are for the applications the portal vouches for).
+    static func claimable(_ groups: [String]) -> [String] {
+        groups.filter { $0 != Caller.wildcardGroup && !Caller.isKeychaindWritten($0) }
+    }
 
     /// True when only root can replace the file (``ProtectedPath``).
     static func isInstalled(_ path: String) -> Bool { ProtectedPath.isProtected(path) }

@@ -76,7 +76,7 @@ extension KeychainDaemonServer {
         defer { takingOverSecretService.withLock { $0 = false } }
         if secretService.withLock({ $0 != nil }) { return .done }
         do {
-            let connection = try DBusConnection(address: busAddress)
+            let connection = try DBusConnection(address: busAddress, fileDescriptors: true)
             guard let listener = connection.listenerProcess, listener.uid == geteuid() || listener.uid == 0,
                   let executable = PeerIdentity.executable(of: listener.pid),
                   Self.busDaemons.contains(URL(fileURLWithPath: executable).lastPathComponent),

@@ -130,7 +130,7 @@ do {
 // (gnome-keyring-daemon) is an error unless --replace.
 if arguments.contains("--secret-service") {
     do {
-        let bus = try DBusConnection.sessionBus()
+        let bus = try DBusConnection.sessionBus(fileDescriptors: true)  // the Secret portal's calls carry one
         try server.serveSecretService(on: bus, replace: arguments.contains("--replace"))
     } catch {
         failStart("Secret Service: \(error)")

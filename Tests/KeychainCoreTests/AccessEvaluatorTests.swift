@@ -82,6 +82,16 @@ struct AccessEvaluatorTests {
         #expect(throws: KeychainError(.missingEntitlement)) { try AccessEvaluator.checkReadable("H", caller: caller) }
     }
 
+    @Test("the Secret portal's group is written by keychaind alone: not even the wildcard adds into it, yet it is seen")
+    func portalGroupIsKeychaindWritten() {
+        let tools = Caller(accessGroups: ["security", Caller.wildcardGroup])
+        #expect(throws: KeychainError(.missingEntitlement)) {
+            try AccessEvaluator.checkWritable(Caller.portalSecretGroup, caller: tools)
+        }
+        #expect(AccessEvaluator.isVisible(group: Caller.portalSecretGroup, to: tools, for: .search))
+        #expect(!Caller.isKeychaindOwn(Caller.portalSecretGroup))  // listed, and backed up
+    }
+
     @Test("access control: presence for reads, changes and access changes; none for a delete; the context and grants count")
     func accessControl() {
         let item = Self.item(flags: [.userPresence])

@@ -132,6 +132,13 @@ struct CallerPolicyTests {
         #expect(impostor?.accessGroups == ["security"])
     }
 
+    @Test("no program's files claim the wildcard or keychaind's groups (its own, the Secret portal's)")
+    func claimable() {
+        let claimed = CallerPolicy.claimable(["org.example.app", Caller.wildcardGroup, Caller.portalSecretGroup,
+                                              Caller.syncStateGroup, Caller.accessLogGroup])
+        #expect(claimed == ["org.example.app"])
+    }
+
     @Test("installed means only root can change it: root's all the way up, writable by nobody else (a sticky /tmp aside)",
           .enabled(if: geteuid() == 0))
     func installedLocation() throws {

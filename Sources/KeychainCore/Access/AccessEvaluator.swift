@@ -161,7 +161,7 @@ public enum AccessEvaluator {
     /// Refuses an add, update or move into a group the caller may not write (`com.apple.token` is read-only).
     public static func checkWritable(_ group: String, caller: Caller) throws(KeychainError) {
         if group == Caller.tokenGroup { throw KeychainError(.missingEntitlement, "access group is read-only") }
-        if Caller.isKeychaindOwn(group) { throw KeychainError(.missingEntitlement, "access group is keychaind's own") }
+        if Caller.isKeychaindWritten(group) { throw KeychainError(.missingEntitlement, "access group is keychaind's own") }
         try checkReadable(group, caller: caller)
     }
 

@@ -23,6 +23,12 @@ public struct Caller: Sendable, Hashable {
     public static let accessLogGroup = "com.swift-keychain.access-log"
     /// keychaind's own groups: no caller sees or writes them, and no backup carries them.
     public static func isKeychaindOwn(_ group: String) -> Bool { group == syncStateGroup || group == accessLogGroup }
+    /// The group of the secrets keychaind keeps for sandboxed applications (the Secret portal): seen and backed up
+    /// like any item, written by keychaind alone (a program that planted an application's secret first would know
+    /// the key to that application's data), claimed by no program.
+    public static let portalSecretGroup = "org.freedesktop.portal.Secret"
+    /// Groups only keychaind writes: its own, and the Secret portal's.
+    public static func isKeychaindWritten(_ group: String) -> Bool { isKeychaindOwn(group) || group == portalSecretGroup }
     /// A caller entitled to every group.
     public static let wildcardGroup = "*"
 

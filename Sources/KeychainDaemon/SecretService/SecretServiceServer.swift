@@ -39,6 +39,8 @@ public final class SecretServiceServer: Sendable {
     private let serviceForPeer: ServiceForPeer
     /// keychaind's environment: where prompts find the display and the pinentry (PINENTRY_PROGRAM).
     let environment: [String: String]
+    /// The programs that may ask for a sandboxed application's secret (``SecretPortal``).
+    let portalPrograms: Set<String>
     /// keychaind's own view of the keychains (no access group, no program): which ones are collections, and the
     /// calls that depend on no caller.
     private let observer: EmbeddedKeychainService
@@ -92,6 +94,7 @@ public final class SecretServiceServer: Sendable {
         self.decisionLog = decisionLog
         self.connection = connection
         self.environment = environment
+        self.portalPrograms = SecretPortal.portalPrograms(environment)
         self.observer = observer
         labels = CollectionLabels(locations: observer.locations)
         self.eventSink = publish
@@ -273,6 +276,9 @@ public final class SecretServiceServer: Sendable {
 
     private func dispatch(_ message: DBusMessage, member: String, path requestedPath: String, sender: String,
                           service: EmbeddedKeychainService) throws -> [DBusValue] {
+        if requestedPath == SecretPortal.path {
+            return try portalCall(message, member: member, sender: sender, service: service)
+        }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
         let path = objects.canonicalPath(requestedPath)  // an alias is the collection it names
         if message.interface == Self.propertiesInterface {
@@ -458,6 +464,7 @@ public final class SecretServiceServer: Sendable {
         }
         return "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\" "
             + "\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<node>\n"
-            + (interfaces + [propertiesInterface]).map { "  <interface name=\"\($0)\"/>\n" }.joined() + "</node>\n"
+            + (interfaces + [propertiesInterface]).map { "  <interface name=\"\($0)\"/>\n" }.joined()
+            + (path == SecretPortal.path ? SecretPortal.introspection() : "") + "</node>\n"
     }
 }
