@@ -3,8 +3,9 @@
 #   1. builds the Debian package and installs it with apt;
 #   2. as a fresh user with nothing but the installed files: keychaind started by D-Bus activation from the
 #      installed service file (the README's opt-in step) for secret-tool; the README's example with the installed
-#      `security`; git through the installed helper; docker's helper; every tool's --version; the installed sync
-#      server's unit (enabled by nothing) and the server itself answering /health from a PostgreSQL cluster;
+#      `security`; git through the installed helper; docker's helper; every tool's --version; a login over SSH
+#      with the installed PAM module (scripts/ssh-login-test.sh); the installed sync server's unit (enabled by
+#      nothing) and the server itself answering /health from a PostgreSQL cluster;
 #   3. removes the package: no file of it is left, the user's keychain is;
 #   4. the same files through scripts/install.sh --prefix and scripts/uninstall.sh, which leaves nothing behind.
 #
@@ -95,6 +96,11 @@ check "docker's helper stores and gets a credential" \
         echo \"{\\\"ServerURL\\\":\\\"https://registry.example\\\",\\\"Username\\\":\\\"u\\\",\\\"Secret\\\":\\\"tok\\\"}\" | docker-credential-keychain store
         echo https://registry.example | docker-credential-keychain get' | grep -q '\"Secret\":\"tok\"'"
 pkill -KILL -u "$user" 2>/dev/null || true
+
+# A login over SSH (docs/HEADLESS.md): a real sshd whose PAM service has the installed pam_keychain.so, a user with
+# a password, and in that session security, git and secret-tool with the installed tools (its own user and files).
+check "an SSH login with a password unlocks the keychain for the session's tools (scripts/ssh-login-test.sh)" \
+    "$root/scripts/ssh-login-test.sh" /usr/bin "/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/security/pam_keychain.so"
 
 # The sync server: its system unit names the installed binary and reads /etc/swift-keychain/sync-server.env; nothing
 # enabled it. Then the installed server itself, configured as that file's example says, on a private cluster.

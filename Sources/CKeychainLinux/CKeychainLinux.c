@@ -21,11 +21,15 @@ int ckeychain_set_non_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 int ckeychain_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 
+int ckeychain_set_dumpable_again(void) { return prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); }
+
 int ckeychain_set_process_name(const char *name) { return prctl(PR_SET_NAME, name, 0, 0, 0); }
 #else
 int ckeychain_set_non_dumpable(void) { errno = ENOSYS; return -1; }
 
 int ckeychain_get_dumpable(void) { return -1; }
+
+int ckeychain_set_dumpable_again(void) { errno = ENOSYS; return -1; }
 
 int ckeychain_set_process_name(const char *name) { (void)name; errno = ENOSYS; return -1; }
 #endif

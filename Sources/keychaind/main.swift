@@ -104,6 +104,10 @@ do {
     // Started for the Secret Service (D-Bus activation) while a keychaind started for the socket runs: that one
     // takes the name on this bus, so that one process holds the keys. This one ends once the name is served.
     if arguments.contains("--secret-service") {
+        // The running keychaind identifies this process by its executable, which it can read only while this one is
+        // dumpable (a non-dumpable process's /proc/PID/exe is root's). This process holds no secret (the lock was
+        // taken by the other one before anything was made), so it becomes identifiable again for its one request.
+        _ = ckeychain_set_dumpable_again()
         let environment = ProcessInfo.processInfo.environment
         do throws(KeychainError) {
             guard let address = environment["DBUS_SESSION_BUS_ADDRESS"] else {

@@ -11,6 +11,10 @@ int ckeychain_set_non_dumpable(void);
 /// The current PR_GET_DUMPABLE value (1 dumpable, 0 not), or -1 where prctl is not available.
 int ckeychain_get_dumpable(void);
 
+/// PR_SET_DUMPABLE 1 again: for a process that holds no secret and must be identified by another of the same user
+/// (a keychaind that only hands the Secret Service over to the running one). Returns 0 or -1 with errno.
+int ckeychain_set_dumpable_again(void);
+
 /// Names the calling thread (PR_SET_NAME, 15 bytes kept); on the main thread that is the name ps, pgrep and
 /// /proc/PID/status show for the process. Returns 0 or -1 with errno.
 int ckeychain_set_process_name(const char *name);

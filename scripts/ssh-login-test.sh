@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# A login over SSH on a machine without a desktop (docs/HEADLESS.md), end to end. Needs root and openssh-server; it
+# creates a user and a PAM service file for the test and removes both.
+#
+# A real sshd listens on a free port of 127.0.0.1 with a host key and a configuration of its own. sshd names its PAM
+# service after the name it runs under, so it runs as `sshd-keychain-test` with /etc/pam.d/sshd-keychain-test:
+# Debian's common stacks plus pam_keychain.so, as docs/SECRET-SERVICE.md says to add it to /etc/pam.d/sshd. A user
+# logs in with a password (the `password` method, as Debian's sshd_config has it: keyboard-interactive runs PAM's
+# auth in a process of its own, whose kept password never reaches the session; docs/HEADLESS.md); in that session `security`, git through the helper and
+# secret-tool through the Secret Service (on a session bus of its own, keychaind started by D-Bus activation) store
+# and read; keychaind is stopped and a second login unlocks the keychain again; a question with nobody to ask (no
+# terminal, no display) fails at once with errSecInteractionNotAllowed.
+#
+#   sudo scripts/ssh-login-test.sh BIN_DIR PAM_MODULE
+#     BIN_DIR      where security, keychaind and git-credential-keychain are (root's, e.g. /usr/bin)
+#     PAM_MODULE   pam_keychain.so (e.g. /usr/lib/x86_64-linux-gnu/security/pam_keychain.so)
+set -euo pipefail
+[ "$(id -u)" = 0 ] || { echo "ssh-login-test.sh: run as root (it adds a user and a PAM service)" >&2; exit 1; }
+[ $# = 2 ] || { echo "usage: ssh-login-test.sh BIN_DIR PAM_MODULE" >&2; exit 2; }
+bin="$(cd "$1" && pwd)"
+module="$2"
+if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null; then
+    echo "skip the SSH login test: no sshd (Debian: apt-get install openssh-server)"
+    exit 0
+fi
+for tool in security keychaind git-credential-keychain; do [ -x "$bin/$tool" ] || { echo "no $bin/$tool" >&2; exit 1; }; done
+[ -f "$module" ] || { echo "no $module" >&2; exit 1; }
+
+user=kc-ssh-test
+password="Ssh-Login-$RANDOM-pw"
+service=sshd-keychain-test
+work="$(mktemp -d /tmp/kc-ssh-test.XXXXXX)"
+chmod 755 "$work"
+home="$work/home"
+failures=0
+sshd_pid=""
+check() {  # check DESCRIPTION COMMAND...
+    local description="$1"; shift
+    if "$@"; then echo "ok   $description"; else echo "FAIL $description"; failures=$((failures + 1)); fi
+}
+cleanup() {
+    [ -z "$sshd_pid" ] || kill "$sshd_pid" 2>/dev/null || true
+    pkill -KILL -u "$user" 2>/dev/null || true
+    sleep 0.2
+    userdel "$user" 2>/dev/null || true
+    rm -f "/etc/pam.d/$service"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+if id "$user" >/dev/null 2>&1; then echo "ssh-login-test.sh: user $user exists already; not touching it" >&2; exit 1; fi
+
+# The user, with a password and nothing else.
+useradd -M -d "$home" -s /bin/bash "$user"
+mkdir -p "$home" && chown "$user:" "$home" && chmod 0700 "$home"
+echo "$user:$password" | chpasswd
+
+# The PAM service: Debian's stacks for sshd, and the module where the docs put it.
+cat > "/etc/pam.d/$service" <<EOF
+@include common-auth
+auth     optional  $module security=$bin/security
+account  required  pam_nologin.so
+@include common-account
+@include common-session
+session  optional  $module security=$bin/security
+@include common-password
+EOF
+
+# sshd on a free port, under the name that selects that PAM service (sshd wants an absolute path to run again).
+ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
+ln -s /usr/sbin/sshd "$work/$service"
+mkdir -p /run/sshd
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+cat > "$work/sshd_config" <<EOF
+Port $port
+ListenAddress 127.0.0.1
+HostKey $work/host_key
+PidFile $work/sshd.pid
+UsePAM yes
+KbdInteractiveAuthentication no
+PasswordAuthentication yes
+PubkeyAuthentication no
+AuthorizedKeysFile none
+PermitRootLogin no
+AllowUsers $user
+X11Forwarding no
+PrintMotd no
+Subsystem sftp internal-sftp
+EOF
+"$work/$service" -D -e -f "$work/sshd_config" 2> "$work/sshd.log" &
+sshd_pid=$!
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+
+# The client types the password through SSH_ASKPASS (no terminal of its own: setsid).
+printf '#!/bin/sh\necho "%s"\n' "$password" > "$work/askpass"
+chmod 755 "$work/askpass"
+login() {  # login COMMAND: runs COMMAND in a new SSH session of the user, without a terminal
+    SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY= setsid -w ssh -p "$port" -o BatchMode=no \
+        -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+        -o PreferredAuthentications=password -o NumberOfPasswordPrompts=1 \
+        "$user@127.0.0.1" "export PATH=$bin:\$PATH; $1" < /dev/null
+}
+
+# 1. The first login creates the login keychain with the login password and unlocks it: the shell's tools work.
+first_login() {
+    local out
+    out="$(login 'echo from-ssh | security add-generic-password -a me -s ssh.example -w && security find-generic-password -a me -s ssh.example -w')"
+    echo "  $out"
+    [ "$out" = from-ssh ]
+}
+check "first login over SSH: security stores and reads in the session" first_login
+login_password_opens() {
+    login "security lock-keychain login && security unlock-keychain -p '$password' login && echo unlocked" | grep -qx unlocked
+}
+check "the login keychain has the login password (PAM made it with it)" login_password_opens
+git_in_session() {
+    login 'git config --global credential.helper keychain &&
+        printf "protocol=https\nhost=git.example.com\nusername=bob\npassword=hunter2\n\n" | git credential approve &&
+        printf "protocol=https\nhost=git.example.com\n\n" | git credential fill' | grep -qx password=hunter2
+}
+check "git stores and fills a credential through the helper in the session" git_in_session
+
+# 2. libsecret programs: the Secret Service on the session's bus (here one of its own, dbus-run-session), keychaind
+#    started by D-Bus activation from the user's service file as docs/HEADLESS.md says.
+secret_tool_in_session() {
+    local out
+    out="$(login 'dbus-run-session -- sh -c "printf from-libsecret | secret-tool store --label=SSH app ssh-test && secret-tool lookup app ssh-test" 2>&1')"
+    echo "  $(tr '\n' ' ' <<< "$out")"
+    [[ "$out" == *from-libsecret ]]
+}
+if command -v secret-tool >/dev/null && command -v dbus-run-session >/dev/null; then
+    runuser -u "$user" -- mkdir -p "$home/.local/share/dbus-1/services"
+    printf '[D-BUS Service]\nName=org.freedesktop.secrets\nExec=%s/keychaind --secret-service\n' "$bin" \
+        | runuser -u "$user" -- tee "$home/.local/share/dbus-1/services/org.freedesktop.secrets.service" >/dev/null
+    check "secret-tool stores and finds through the Secret Service in the SSH session" secret_tool_in_session
+else
+    echo "skip secret-tool (libsecret-tools or dbus-run-session missing)"
+fi
+
+# 3. keychaind ends (its keys go with it); the next login unlocks the keychain again with the login password.
+pkill -TERM -u "$user" -x keychaind || true
+for _ in $(seq 50); do pgrep -u "$user" -x keychaind >/dev/null || break; sleep 0.1; done
+second_login() { [ "$(login 'security find-generic-password -a me -s ssh.example -w')" = from-ssh ]; }
+check "a second login unlocks the keychain again: the item reads without a question" second_login
+
+# 4. Nobody to ask: no terminal (ssh without -t) and no display. A read that needs the user's yes (an item that
+#    trusts no program, -T "") fails at once; it never waits for an answer.
+nobody_to_ask() {
+    local started status=0 elapsed
+    started=$(date +%s)
+    login "security add-generic-password -a other -s asks.example -w secret-of-nobody -T '' && security find-generic-password -a other -s asks.example -w" \
+        > "$work/asks.out" 2> "$work/asks.err" || status=$?
+    elapsed=$(( $(date +%s) - started ))
+    echo "  exit $status after $elapsed s: $(tr '\n' ' ' < "$work/asks.err")"
+    [ "$status" = 36 ] && [ "$elapsed" -lt 10 ] && ! grep -q secret-of-nobody "$work/asks.out"
+}
+check "with no terminal and no display, no question: errSecInteractionNotAllowed (exit 36) at once" nobody_to_ask
+
+if [ "$failures" -gt 0 ]; then
+    echo "ssh-login-test.sh: $failures checks failed; sshd's log:"
+    tail -20 "$work/sshd.log"
+    exit 1
+fi
+echo "ssh-login-test.sh: every check passed"
