@@ -75,6 +75,7 @@ public final class OpenKeychains: Sendable {
                 throw KeychainError(.notAvailable, "the keychain service is stopping")
             }
             files.withLock { $0[key] = file }
+            file.announceIdleDeadline()  // a keychain made unlocked is in the list only now
             return file
         }
     }
@@ -87,6 +88,7 @@ public final class OpenKeychains: Sendable {
     public func adopt(_ file: KeychainFile) {
         let key = file.url.standardizedFileURL.path
         lock(for: key).mutex.withLock { _ in files.withLock { $0[key] = file } }
+        file.announceIdleDeadline()
     }
 
     /// Every handle open in this process.

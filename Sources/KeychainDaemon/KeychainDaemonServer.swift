@@ -124,7 +124,9 @@ public final class KeychainDaemonServer: Sendable {
                 locked: { [self] file in
                     publish(KeychainEvent(kind: .lock, keychain: file.url.standardizedFileURL.path, pid: getpid()))
                 },
-                socketGone: { [self] in stop() }, logger: logger),
+                socketGone: { [self] in
+                    if let shutDown = whenUnreachable.withLock({ $0 }) { shutDown() } else { stop() }
+                }, logger: logger),
             socket: socket, socketAtStart: socketAtStart)
         accessLogKeyReady()
         let listeningStopped = DispatchSemaphore(value: 0)
@@ -144,6 +146,13 @@ public final class KeychainDaemonServer: Sendable {
     }
 
     public func stop() { _ = shutdown(listening.withLock { $0 }, Int32(SHUT_RDWR)) }
+
+    /// What to do when the socket was removed or replaced and nobody can reach this server any more: by default it
+    /// stops; keychaind shuts its whole service group down instead (sync's rounds first, then this server).
+    public func whenUnreachable(_ shutDown: @escaping @Sendable () -> Void) {
+        whenUnreachable.withLock { $0 = shutDown }
+    }
+    let whenUnreachable = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// One accepting thread at a time (leader and followers): the thread that takes a connection first starts the
     /// next accepting thread, then serves its client, so a new thread's start overlaps the client's first call

@@ -36,16 +36,25 @@ final class LockScheduler: Sendable {
     private let wakeDescriptor: Int32
     private let stopping = Atomic(false)
     private let memoryToReturn = Atomic(false)
+    private let running = Atomic(false)
+    /// Signalled when the thread has ended (after ``stop()``).
+    private let ended = DispatchSemaphore(value: 0)
 
     init() {
         wakeDescriptor = ckeychain_wake_open()
+    }
+
+    deinit {
+        if wakeDescriptor >= 0 { close(wakeDescriptor) }
     }
 
     /// Starts the scheduler's thread; `socket` is watched for removal when `socketAtStart` names what was there.
     func start(_ host: Host, socket: URL, socketAtStart: [UInt64]?) {
         let started = DetachedThread.start(name: "keychaind-lock") { [self] in
             run(host, socket: socket, socketAtStart: socketAtStart)
+            ended.signal()
         }
+        running.store(started, ordering: .relaxed)
         if !started { host.logger.critical("no thread for locking on time: keychains lock at their next use") }
     }
 
@@ -57,9 +66,12 @@ final class LockScheduler: Sendable {
         if !memoryToReturn.exchange(true, ordering: .relaxed) { wake() }
     }
 
+    /// Ends the thread and waits for it (a look under way finishes first), so that nothing is locked or announced
+    /// while the host closes its keychains.
     func stop() {
         stopping.store(true, ordering: .relaxed)
         wake()
+        if running.exchange(false, ordering: .relaxed) { _ = ended.wait(timeout: .now() + 5) }
     }
 
     private func wake() {

@@ -43,7 +43,7 @@ final class SyncScheduler: Sendable {
     private func watch() {
         while !stopping.load(ordering: .relaxed) {
             var asked = false
-            for file in files() {
+            for file in files() where !stopping.load(ordering: .relaxed) {
                 guard let secret = try? file.syncState(), let state = try? SyncState.decode(secret),
                       state.joinCode == nil, let transport = try? SyncTransport(state)
                 else { continue }

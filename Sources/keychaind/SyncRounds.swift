@@ -1,3 +1,4 @@
+import KeychainInterface
 import KeychainStorage
 import KeychainSync
 import ServiceLifecycle
@@ -14,7 +15,14 @@ struct SyncRounds: Service, CustomStringConvertible {
 
     func run() async throws {
         engine.startBackground(interval: interval, files: keychains)
-        defer { engine.stopBackground() }
-        try await gracefulShutdown()
+        try? await gracefulShutdown()  // a shutdown, or the group cancelled: either way the rounds end
+        // Waiting for the round under way blocks: on a thread of its own, not on one of Swift's shared ones.
+        await withCheckedContinuation { (ended: CheckedContinuation<Void, Never>) in
+            let stop: @Sendable () -> Void = { [engine] in
+                engine.stopBackground()
+                ended.resume()
+            }
+            if !DetachedThread.start(name: "keychaind-syncstop", stop) { stop() }
+        }
     }
 }

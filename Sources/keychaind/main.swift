@@ -171,8 +171,12 @@ if syncInterval != "off" {
                                keychains: { [server] in server.keychains.all }))
 }
 log.info("serving \(server.socket.path)")
-let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
-                                              gracefulShutdownSignals: [.sigterm, .sigint], logger: log))
+// Every service ending on its own (the server, once its socket is gone) shuts the others down too, gracefully.
+let group = ServiceGroup(configuration: .init(
+    services: services.map { .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
+    gracefulShutdownSignals: [.sigterm, .sigint], logger: log))
+// A removed or replaced socket: nobody can reach keychaind any more; it ends as SIGTERM ends it.
+server.whenUnreachable { Task { await group.triggerGracefulShutdown() } }
 do {
     try await group.run()
 } catch {

@@ -1,6 +1,8 @@
 import Foundation
+import KeychainCore
 import KeychainInterface
 import KeychainTestSupport
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -49,6 +51,32 @@ struct DaemonRuntimeTests {
         #expect(try home.run("security", "find-generic-password", "-s", "none", "work").status == 44)
     }
 
+    @Test("a keychain created unlocked by a client that stays connected still locks on its idle timer, announced by the daemon")
+    func createdKeychainLocksOnTime() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
+        let socket = KeychainLocations.current(environment: home.environment).daemonSocket
+        let listener = try #require(try RemoteKeychainService.connect(to: socket))
+        defer { listener.close() }
+        let heard = Mutex<[KeychainEvent]>([])
+        let subscription = try #require(try listener.subscribe { event in heard.withLock { $0.append(event) } })
+        defer { subscription.cancel() }
+        // One connection that creates the keychain and stays: no connection ends to wake the scheduler.
+        let creator = try #require(try RemoteKeychainService.connect(to: socket))
+        defer { creator.close() }
+        let keychain = creator.resolve("made-here")
+        try creator.createKeychain(keychain, password: SecretBytes(utf8: "pw"),
+                                   settings: KeychainSettings(lockInterval: 1, lockOnSleep: false))
+        var locked = false
+        for _ in 0..<100 where !locked {
+            usleep(100_000)
+            locked = heard.withLock { $0.contains { $0.kind == .lock && $0.keychain == keychain.path } }
+        }
+        #expect(locked, "no lock event for \(keychain.path) within 10 s")
+        #expect(try creator.state(of: keychain).isLocked)
+    }
+
     @Test("keychaind's messages go to standard error, one line each, never to standard output; SIGINT ends it gracefully")
     func messagesOnStandardError() throws {
         let home = try DaemonHome()
@@ -80,6 +108,25 @@ struct DaemonRuntimeTests {
         #expect(lines.contains { $0 == "keychaind: warning: keychain.password.wrong" })
         #expect(lines.allSatisfy { $0.hasPrefix("keychaind: ") })
         #expect(!stderr.contains("not-the-Password-77"))
+    }
+
+    @Test("a removed socket ends keychaind as SIGTERM does: a graceful shutdown of every service, exit status 0")
+    func socketRemovedEndsGracefully() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let errors = try #require(closeOnExecPipe())
+        let daemon = try ChildProcess.spawn(
+            Tool.binary.deletingLastPathComponent().appendingPathComponent("keychaind").path, arguments: ["--foreground"],
+            environment: home.environment, stderr: errors.write)
+        close(errors.write)
+        defer { close(errors.read) }
+        for _ in 0..<500 where !home.socketExists { usleep(10_000) }
+        #expect(try home.run("security", "add-generic-password", "-a", "a", "-s", "s", "-w", "kept").status == 0)
+        try FileManager.default.removeItem(at: home.tool.home.appendingPathComponent("run/keychain"))
+        #expect(daemon.wait() == .exited(0))
+        let stderr = Self.readAll(errors.read)
+        #expect(stderr.contains("was removed or replaced; stopping"))
+        #expect(!stderr.contains("stopped:"), "\(stderr)")
     }
 
     static func readAll(_ fd: Int32) -> String {

@@ -8,153 +8,218 @@ import Testing
 import Glibc
 #endif
 
-/// This test process: the stand-in for xdg-desktop-portal.
-private let thisProgram = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+/// A stand-in for xdg-desktop-portal: Debian's Python copied into a directory of root's under the portal's name (so
+/// keychaind's rule, a root-owned program named xdg-desktop-portal, holds for it), running a script that takes the
+/// portal's bus name and calls RetrieveSecret as the portal does, with jeepney (python3-jeepney). Needs root.
+private enum PortalStandIn {
+    static let python = "/usr/bin/python3"
+    static var available: Bool {
+        geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
+            && (try? ChildProcess.run(python, arguments: ["-c", "import jeepney"]))?.termination == .exited(0)
+    }
 
-/// The Secret portal's backend (`org.freedesktop.impl.portal.Secret`), called as xdg-desktop-portal calls it: this
-/// test process stands in for the portal (keychaind is told its path in `KEYCHAIN_PORTAL_PROGRAM`, which it takes only
-/// when root alone can change that file, as in CI).
-@Suite("Secret portal backend", .serialized,
-       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
-           && ProtectedPath.isProtected(thisProgram)))
+    /// The script: `xdg-desktop-portal SCRIPT ADDRESS APP_ID [--no-name]` prints `{"response": N, "secret": HEX}` or
+    /// `{"error": NAME}`.
+    static let script = #"""
+    import json, os, sys
+    from jeepney import DBusAddress, MessageType, new_method_call
+    from jeepney.bus_messages import message_bus
+    from jeepney.io.blocking import open_dbus_connection
+    from jeepney.low_level import HeaderFields
+    address, app_id = sys.argv[1], sys.argv[2]
+    connection = open_dbus_connection(bus=address, enable_fds=True)
+    if "--no-name" not in sys.argv:
+        connection.send_and_get_reply(message_bus.RequestName("org.freedesktop.portal.Desktop", 4))
+    read_end, write_end = os.pipe()
+    portal = DBusAddress("/org/freedesktop/portal/desktop", bus_name="org.freedesktop.secrets",
+                         interface="org.freedesktop.impl.portal.Secret")
+    call = new_method_call(portal, "RetrieveSecret", "osha{sv}",
+                           ("/org/freedesktop/portal/desktop/request/1_2/t", app_id, write_end, {}))
+    reply = connection.send_and_get_reply(call, timeout=30)
+    os.close(write_end)
+    secret = b""
+    while True:
+        chunk = os.read(read_end, 4096)
+        if not chunk:
+            break
+        secret += chunk
+    if reply.header.message_type == MessageType.error:
+        print(json.dumps({"error": reply.header.fields[HeaderFields.error_name]}))
+    else:
+        print(json.dumps({"response": reply.body[0], "secret": secret.hex()}))
+    """#
+
+    /// The directory of root's with the program and the script; removed by `cleanUp`.
+    final class Installed {
+        let directory = URL(fileURLWithPath: "/tmp/kc-portal-\(UUID().uuidString)")
+        var program: String { directory.appendingPathComponent("xdg-desktop-portal").path }
+        var scriptPath: String { directory.appendingPathComponent("retrieve.py").path }
+
+        init() throws {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o755])
+            let real = URL(fileURLWithPath: PortalStandIn.python).resolvingSymlinksInPath().path
+            try FileManager.default.copyItem(atPath: real, toPath: program)
+            chmod(program, 0o755)
+            try Data(PortalStandIn.script.utf8).write(to: URL(fileURLWithPath: scriptPath))
+        }
+
+        deinit { try? FileManager.default.removeItem(at: directory) }
+
+        struct Answer: Decodable {
+            var response: UInt32?
+            var secret: String?
+            var error: String?
+        }
+
+        func retrieve(address: String, appID: String, takingName: Bool = true) throws -> Answer {
+            let output = try ChildProcess.run(program, arguments: [scriptPath, address, appID] + (takingName ? [] : ["--no-name"]),
+                                              environment: ["PATH": "/usr/bin:/bin"])
+            guard output.termination == .exited(0) else {
+                throw StandInFailed(description: String(decoding: output.stderr, as: UTF8.self))
+            }
+            return try JSONDecoder().decode(Answer.self, from: output.stdout)
+        }
+    }
+
+    struct StandInFailed: Error, CustomStringConvertible {
+        let description: String
+    }
+}
+
+/// The Secret portal's backend (`org.freedesktop.impl.portal.Secret`), called as xdg-desktop-portal calls it, by the
+/// stand-in above; and by this test process, which is not the portal.
+@Suite("Secret portal backend", .serialized, .enabled(if: PortalStandIn.available))
 struct SecretPortalTests {
     typealias Desktop = SecretServiceTests.Desktop
 
-    /// RetrieveSecret's answer and what came through the descriptor; an error reply is thrown.
-    struct NoResponse: Error {}
-
-    struct Retrieved {
-        var response: UInt32
-        var secret: [UInt8]
-    }
-
-    static func retrieve(_ bus: DBusConnection, appID: DBusValue = .string("org.example.App"),
-                         body: [DBusValue]? = nil, sendDescriptor: Bool = true) throws -> Retrieved {
-        let ends = try #require(closeOnExecPipe())
+    /// A call from this test process (not the portal): the D-Bus error's name, or nil when it was answered.
+    static func errorFromThisProcess(_ bus: DBusConnection, body: [DBusValue], sendDescriptor: Bool) -> String? {
+        guard let ends = closeOnExecPipe() else { return "no pipe" }
         let reader = UnixFileDescriptor(taking: ends.read)
+        defer { reader.close() }
         var call = DBusMessage.methodCall(
             destination: "org.freedesktop.secrets", path: "/org/freedesktop/portal/desktop",
-            interface: "org.freedesktop.impl.portal.Secret", member: "RetrieveSecret",
-            body: body ?? [.objectPath("/org/freedesktop/portal/desktop/request/1_2/t"), appID, .unixFD(0),
-                           .dictionary(keySignature: "s", valueSignature: "v", [])])
+            interface: "org.freedesktop.impl.portal.Secret", member: "RetrieveSecret", body: body)
         call.fileDescriptors = sendDescriptor ? [UnixFileDescriptor(taking: ends.write)] : []
         if !sendDescriptor { close(ends.write) }
-        let reply = Result { try bus.call(call) }
-        call.fileDescriptors = []  // ours closed: the daemon's copy is the last writer
-        let answer = try reply.get()
-        var secret: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 256)
-        while true {
-            let n = read(reader.fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            secret += chunk[..<n]
+        do {
+            _ = try bus.call(call)
+            return nil
+        } catch let error as DBusConnection.ErrorReply {
+            return error.name
+        } catch {
+            return "\(error)"
         }
-        guard case .uint32(let response)? = answer.body.first else { throw NoResponse() }
-        return Retrieved(response: response, secret: secret)
     }
 
-    static func portalEnvironment() -> [String: String] { ["KEYCHAIN_PORTAL_PROGRAM": thisProgram] }
+    static let request = DBusValue.objectPath("/org/freedesktop/portal/desktop/request/1_2/t")
+    static let noOptions = DBusValue.dictionary(keySignature: "s", valueSignature: "v", [])
 
     @Test("two applications get different secrets of 64 bytes; one application the same one, also after keychaind restarts")
     func perApplicationSecrets() throws {
         let desktop = try Desktop()
-        #expect(try desktop.startDaemon(settings: Self.portalEnvironment()) == "ready")
+        let portal = try PortalStandIn.Installed()
+        #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
-        let bus = try DBusConnection(address: desktop.address, fileDescriptors: true)
-        defer { bus.close() }
-        let first = try Self.retrieve(bus, appID: .string("org.example.Mail"))
+        let first = try portal.retrieve(address: desktop.address, appID: "org.example.Mail")
         #expect(first.response == 0)
-        #expect(first.secret.count == 64)
-        let other = try Self.retrieve(bus, appID: .string("org.example.Chat"))
-        #expect(other.response == 0 && other.secret.count == 64 && other.secret != first.secret)
-        #expect(try Self.retrieve(bus, appID: .string("org.example.Mail")).secret == first.secret)
+        #expect(first.secret?.count == 128)  // hex of 64 bytes
+        let other = try portal.retrieve(address: desktop.address, appID: "org.example.Chat")
+        #expect(other.response == 0 && other.secret?.count == 128 && other.secret != first.secret)
+        #expect(try portal.retrieve(address: desktop.address, appID: "org.example.Mail").secret == first.secret)
 
         // Kept in the login keychain, listed as what it is; keychaind's next run hands out the same one.
         let listed = try desktop.run("security", "dump-keychain", "login")
         #expect(listed.stdout.contains("\"org.example.Mail (Secret portal)\""))
         #expect(listed.stdout.contains("org.freedesktop.portal.Secret"))
         desktop.stopDaemon()
-        #expect(try desktop.startDaemon(settings: Self.portalEnvironment()) == "ready")
+        #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("security", "unlock-keychain", "-p", "pw", "login").status == 0)
-        let again = try DBusConnection(address: desktop.address, fileDescriptors: true)
-        defer { again.close() }
-        #expect(try Self.retrieve(again, appID: .string("org.example.Mail")).secret == first.secret)
+        #expect(try portal.retrieve(address: desktop.address, appID: "org.example.Mail").secret == first.secret)
     }
 
-    @Test("only the portal may ask: another program naming an application gets AccessDenied and no byte")
+    @Test("only the portal may ask: another program, or the portal's program on a connection that does not own the portal's name, gets AccessDenied and no byte")
     func onlyThePortal() throws {
         let desktop = try Desktop()
-        #expect(try desktop.startDaemon() == "ready")  // no KEYCHAIN_PORTAL_PROGRAM: this process is not the portal
+        let portal = try PortalStandIn.Installed()
+        #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
         let bus = try DBusConnection(address: desktop.address, fileDescriptors: true)
         defer { bus.close() }
-        #expect {
-            try Self.retrieve(bus)
-        } throws: { error in
-            (error as? DBusConnection.ErrorReply)?.name == "org.freedesktop.DBus.Error.AccessDenied"
-        }
-        // Nothing was made for it either: the portal's first request later makes the secret.
+        let denied = "org.freedesktop.DBus.Error.AccessDenied"
+        #expect(Self.errorFromThisProcess(bus, body: [Self.request, .string("org.example.App"), .unixFD(0), Self.noOptions],
+                                          sendDescriptor: true) == denied)
+        // The portal's program, but its connection is not the portal's (as after a connect, fork and exec of it).
+        let unnamed = try portal.retrieve(address: desktop.address, appID: "org.example.App", takingName: false)
+        #expect(unnamed.error == denied && unnamed.secret == nil)
+        // Nothing was made for either: the portal's first request later makes the secret.
         #expect(try desktop.run("security", "find-generic-password", "-s", "org.freedesktop.portal.Secret").status == 44)
     }
 
     @Test("bad arguments are D-Bus errors: wrong types, no descriptor, an id that is no application's; the service stays")
     func badArguments() throws {
         let desktop = try Desktop()
-        #expect(try desktop.startDaemon(settings: Self.portalEnvironment()) == "ready")
+        let portal = try PortalStandIn.Installed()
+        #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
         let bus = try DBusConnection(address: desktop.address, fileDescriptors: true)
         defer { bus.close() }
-        func errorName(_ work: () throws -> Retrieved) -> String? {
-            do {
-                _ = try work()
-                return nil
-            } catch let error as DBusConnection.ErrorReply {
-                return error.name
-            } catch {
-                return "\(error)"
-            }
-        }
         let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
-        #expect(errorName { try Self.retrieve(bus, body: [.string("not a path"), .string("org.example.App")]) } == invalid)
-        #expect(errorName { try Self.retrieve(bus, appID: .string("")) } == invalid)  // a host program: no application
-        #expect(errorName { try Self.retrieve(bus, appID: .string("no-dots")) } == invalid)
-        #expect(errorName { try Self.retrieve(bus, appID: .string("org.example.9lives")) } == invalid)
-        #expect(errorName { try Self.retrieve(bus, sendDescriptor: false) } == invalid)
+        #expect(Self.errorFromThisProcess(bus, body: [.string("not a path"), .string("org.example.App")],
+                                          sendDescriptor: false) == invalid)
+        #expect(Self.errorFromThisProcess(bus, body: [Self.request, .string("org.example.App"), .unixFD(0), Self.noOptions],
+                                          sendDescriptor: false) == invalid)
+        for notAnApplication in ["", "no-dots", "org.example.9lives", "org..example"] {  // "": a program outside a sandbox
+            #expect(try portal.retrieve(address: desktop.address, appID: notAnApplication).error == invalid, "\(notAnApplication)")
+        }
         // Still serving, and the version property as the portal reads it.
         let version = try bus.call(.methodCall(destination: "org.freedesktop.secrets", path: "/org/freedesktop/portal/desktop",
                                                interface: "org.freedesktop.DBus.Properties", member: "Get",
                                                body: [.string("org.freedesktop.impl.portal.Secret"), .string("version")]))
         #expect(version.body.first == .variant(.uint32(1)))
-        #expect(try Self.retrieve(bus).response == 0)
+        #expect(try portal.retrieve(address: desktop.address, appID: "org.example.App").response == 0)
     }
 
     @Test("a login keychain not unlocked since keychaind started: with nobody to ask, response 2 at once and no byte; after an unlock, the secret")
     func lockedLoginKeychain() throws {
         let desktop = try Desktop()
-        #expect(try desktop.startDaemon(settings: Self.portalEnvironment()) == "ready")
+        let portal = try PortalStandIn.Installed()
+        #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
         desktop.stopDaemon()  // its keys go with it: the next one has never had the keychain unlocked
-        #expect(try desktop.startDaemon(settings: Self.portalEnvironment()) == "ready")
-        let bus = try DBusConnection(address: desktop.address, fileDescriptors: true)
-        defer { bus.close() }
-        let locked = try Self.retrieve(bus)
-        #expect(locked.response == 2 && locked.secret.isEmpty)
+        #expect(try desktop.startDaemon() == "ready")
+        let locked = try portal.retrieve(address: desktop.address, appID: "org.example.App")
+        #expect(locked.response == 2 && locked.secret == "")
         #expect(try desktop.run("security", "unlock-keychain", "-p", "pw", "login").status == 0)
-        let open = try Self.retrieve(bus)
-        #expect(open.response == 0 && open.secret.count == 64)
+        let open = try portal.retrieve(address: desktop.address, appID: "org.example.App")
+        #expect(open.response == 0 && open.secret?.count == 128)
     }
 
-    @Test("no program plants an application's secret: its own item of that service and account stays apart, and the group is not writable")
+    @Test("no program plants an application's secret: its own item of that service and account stays apart")
     func noPlanting() throws {
         let desktop = try Desktop()
-        #expect(try desktop.startDaemon(settings: Self.portalEnvironment()) == "ready")
+        let portal = try PortalStandIn.Installed()
+        #expect(try desktop.startDaemon() == "ready")
         #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
         // A program stores "its" secret for the application first, with the portal's service and the app id.
         #expect(try desktop.run("keychain-example", "set", "org.freedesktop.portal.Secret", "org.example.Mail",
                                 stdin: "planted-by-someone").status == 0)
-        let bus = try DBusConnection(address: desktop.address, fileDescriptors: true)
-        defer { bus.close() }
-        let retrieved = try Self.retrieve(bus, appID: .string("org.example.Mail"))
-        #expect(retrieved.response == 0 && retrieved.secret.count == 64)
-        #expect(retrieved.secret != Array("planted-by-someone".utf8))
+        let retrieved = try portal.retrieve(address: desktop.address, appID: "org.example.Mail")
+        #expect(retrieved.response == 0 && retrieved.secret?.count == 128)
+        #expect(retrieved.secret != Data("planted-by-someone".utf8).map { String(format: "%02x", $0) }.joined())
+    }
+
+    @Test("the login keychain at its standard place, whatever the preferences say: a keychain whose password a program knows is not used")
+    func standardLoginKeychainOnly() throws {
+        let desktop = try Desktop()
+        let portal = try PortalStandIn.Installed()
+        #expect(try desktop.startDaemon() == "ready")
+        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        #expect(try desktop.run("security", "create-keychain", "-p", "known", "other").status == 0)
+        #expect(try desktop.run("security", "login-keychain", "-s", "other").status == 0)
+        #expect(try portal.retrieve(address: desktop.address, appID: "org.example.Mail").response == 0)
+        #expect(try desktop.run("security", "dump-keychain", "other").stdout.contains("Secret portal") == false)
+        #expect(try desktop.run("security", "dump-keychain", "login").stdout.contains("org.example.Mail (Secret portal)"))
     }
 }

@@ -69,6 +69,30 @@ struct BackupTests {
         for clear in ["secret of", "hunter2", "example.com", "label ak", "backup"] { #expect(!contains(bytes, clear)) }
     }
 
+    @Test("a Secret portal secret comes back where it is missing and is never replaced by a backup's, however new")
+    func portalSecretNeverReplaced() throws {
+        let later = TestFile.fixedClock(Date(timeIntervalSinceReferenceDate: 900_000_000))
+        let earlier = TestFile.fixedClock(Date(timeIntervalSinceReferenceDate: 800_000_000))
+        let source = try TestFile(password: "pw", clock: later)
+        let theirs = try source.file.keychaindSecret(.portalSecret(appID: "org.example.Mail")) { SecretBytes(utf8: "theirs") }
+        #expect(theirs.made)
+        _ = try source.file.writeBackup(to: backupPath(source), password: Self.password)
+
+        // Missing here: it comes back, the same secret.
+        let empty = try TestFile(password: "other")
+        _ = try empty.file.restoreBackup(from: backupPath(source), password: Self.password)
+        let restored = try empty.file.keychaindSecret(.portalSecret(appID: "org.example.Mail")) { SecretBytes(utf8: "new") }
+        #expect(!restored.made && restored.secret == SecretBytes(utf8: "theirs"))
+
+        // Here already, older than the backup's: the one here stays.
+        let target = try TestFile(password: "other", clock: earlier)
+        _ = try target.file.keychaindSecret(.portalSecret(appID: "org.example.Mail")) { SecretBytes(utf8: "mine") }
+        let report = try target.file.restoreBackup(from: backupPath(source), password: Self.password)
+        #expect(report.kept == 1)
+        let kept = try target.file.keychaindSecret(.portalSecret(appID: "org.example.Mail")) { SecretBytes(utf8: "new") }
+        #expect(kept.secret == SecretBytes(utf8: "mine"))
+    }
+
     @Test("on the device that made it, ThisDeviceOnly items restore too (into another keychain of the device)")
     func sameDevice() throws {
         let source = try Self.source()

@@ -25,6 +25,9 @@ final class TestFile {
 
     func reopen() throws { file = try KeychainFile.open(at: url, configuration: configuration) }
 
+    /// A clock that always reads `date`.
+    static func fixedClock(_ date: Date) -> @Sendable () -> Date { { date } }
+
     @discardableResult
     func add(_ dictionary: [String: QueryValue]) throws -> FoundItem {
         try file.add(QueryParser.parse(dictionary, for: .add), caller: caller)

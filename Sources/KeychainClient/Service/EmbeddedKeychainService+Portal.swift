@@ -13,7 +13,9 @@ extension EmbeddedKeychainService {
     /// - Throws: errSecNoSuchKeychain without a login keychain; errSecInteractionNotAllowed while it is locked (it
     ///   must have been unlocked once since keychaind started).
     public func portalSecret(for appID: String) throws(KeychainError) -> SecretBytes {
-        let keychain = loginKeychain()
+        // The login keychain at its standard place, never where the preferences point: a program of the user could
+        // point them at a keychain whose password it knows, and the next application's secret would be made there.
+        let keychain = KeychainReference(path: StandardPath.of(locations.loginKeychain.path))
         guard StandardPath.exists(keychain.path) else { throw KeychainError(.noSuchKeychain, keychain.fileName) }
         let file = try file(keychain)
         let found = try file.keychaindSecret(.portalSecret(appID: appID)) {

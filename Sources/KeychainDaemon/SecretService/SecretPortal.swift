@@ -15,29 +15,28 @@ import Glibc
 /// application's keyring file.
 ///
 /// The application id is the portal's word: the portal learned it from the sandbox, which the application cannot
-/// change. So only xdg-desktop-portal may ask (any other program naming an application would get that application's
-/// secret); the program is identified like every caller (its executable, checked again after the call arrived).
+/// change. So only xdg-desktop-portal may ask; any other program naming an application would get that application's
+/// secret. Two checks, because either alone can be walked around:
+/// - the caller's program (identified like every caller, from the process that connected) is a file named
+///   `xdg-desktop-portal` that only root can change: no user can make one;
+/// - the caller's connection owns `org.freedesktop.portal.Desktop` on the bus now. A program that connected and
+///   then executed the real portal over itself (D-Bus knows a connection by the process that connected) passes the
+///   first check, not this one: the portal it started takes the name on a connection of its own.
 enum SecretPortal {
     static let path = "/org/freedesktop/portal/desktop"
     static let interface = "org.freedesktop.impl.portal.Secret"
-    static let requestInterface = "org.freedesktop.impl.portal.Request"
     static let version: UInt32 = 1
+    /// The portal's own name on the bus: its caller must own it.
+    static let portalBusName = "org.freedesktop.portal.Desktop"
     /// How long keychaind waits for the descriptor to take the secret (a pipe nobody reads, a full socket).
     static let writePatience: Int32 = 5_000
 
-    /// Where the distributions install xdg-desktop-portal.
-    static let standardPrograms = ["/usr/libexec/xdg-desktop-portal", "/usr/lib/xdg-desktop-portal/xdg-desktop-portal",
-                                   "/usr/lib/xdg-desktop-portal", "/usr/lib64/xdg-desktop-portal"]
-
-    /// The programs that may ask for an application's secret: xdg-desktop-portal where it is installed, and
-    /// `KEYCHAIN_PORTAL_PROGRAM` from keychaind's own environment when only root can change it (a portal installed
-    /// elsewhere; the tests' stand-in). Never a program the user could replace.
-    static func portalPrograms(_ environment: [String: String]) -> Set<String> {
-        var programs = Set(standardPrograms)
-        if let chosen = environment["KEYCHAIN_PORTAL_PROGRAM"], chosen.hasPrefix("/") {
-            programs.insert(URL(fileURLWithPath: chosen).resolvingSymlinksInPath().path)
-        }
-        return programs.filter { ProtectedPath.isProtected($0) }
+    /// Whether `peer` runs xdg-desktop-portal: an executable of that name that only root can change, with no code
+    /// of anyone else loaded.
+    static func isPortalProgram(_ peer: PeerIdentity) -> Bool {
+        guard let executable = peer.executable, peer.foreignCode.isEmpty else { return false }
+        return URL(fileURLWithPath: executable).lastPathComponent == "xdg-desktop-portal"
+            && ProtectedPath.isProtected(executable)
     }
 
     /// An application id as Flatpak makes them (D-Bus name rules): at least two dot-separated elements of letters,
@@ -120,8 +119,8 @@ extension SecretServiceServer {
         guard let descriptor = message.fileDescriptor(message.body[2]), descriptor.fd >= 0 else {
             throw Failure.invalidArgs("no file descriptor came with the call")
         }
-        guard let peer = state.withLock({ $0.peers[sender] }), let executable = peer.executable,
-              portalPrograms.contains(executable), peer.foreignCode.isEmpty
+        guard let peer = state.withLock({ $0.peers[sender] }), SecretPortal.isPortalProgram(peer),
+              busNameOwner(SecretPortal.portalBusName) == sender
         else {
             descriptor.close()
             throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied",
@@ -154,7 +153,7 @@ extension SecretServiceServer {
         if let delivered = try deliver() { return delivered }
         // Locked: the user is asked for the login keychain's password on the session's display, on a thread of its
         // own (the bus goes on serving meanwhile); with nobody to ask, it fails at once.
-        let login = service.loginKeychain()
+        let login = KeychainReference(path: service.locations.loginKeychain.path)
         guard (try? service.state(of: login))?.exists == true, let prompter = desktopPrompter() else {
             descriptor.close()
             return failed

@@ -39,8 +39,6 @@ public final class SecretServiceServer: Sendable {
     private let serviceForPeer: ServiceForPeer
     /// keychaind's environment: where prompts find the display and the pinentry (PINENTRY_PROGRAM).
     let environment: [String: String]
-    /// The programs that may ask for a sandboxed application's secret (``SecretPortal``).
-    let portalPrograms: Set<String>
     /// keychaind's own view of the keychains (no access group, no program): which ones are collections, and the
     /// calls that depend on no caller.
     private let observer: EmbeddedKeychainService
@@ -94,7 +92,6 @@ public final class SecretServiceServer: Sendable {
         self.decisionLog = decisionLog
         self.connection = connection
         self.environment = environment
-        self.portalPrograms = SecretPortal.portalPrograms(environment)
         self.observer = observer
         labels = CollectionLabels(locations: observer.locations)
         self.eventSink = publish
@@ -395,6 +392,14 @@ public final class SecretServiceServer: Sendable {
             throw Failure(name: "org.freedesktop.DBus.Error.AccessDenied",
                           message: "the calling process is being traced (by pid \(tracer))")
         }
+    }
+
+    /// The unique name that owns `name` on the bus now, nil when nobody does.
+    func busNameOwner(_ name: String) -> String? {
+        let reply = try? connection.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                                     interface: "org.freedesktop.DBus", member: "GetNameOwner",
+                                                     body: [.string(name)]))
+        return reply?.body.first?.stringValue
     }
 
     /// The process id and user id the bus vouches for: GetConnectionCredentials (one round trip), else the two older

@@ -150,8 +150,9 @@ extension KeychainService {
     /// The keychain a front end works on: `keychain` when it exists, the default keychain when nil. A missing default
     /// keychain that is the login keychain is created, as macOS creates `login` at first use, with the password
     /// `choosePassword` returns (a front end that can ask the user; nil: none). Any other missing keychain is
-    /// errSecNoSuchKeychain. The one rule for `security`, SecKeychain and the other front ends; the service applies
-    /// it too, to an item call that names no keychain.
+    /// errSecNoSuchKeychain. The one rule for `security`, SecKeychain and the other front ends. (The embedded
+    /// service keeps its own copy for an item call that names no keychain, on its fast path, `file(orDefault:)`:
+    /// there the default keychain's paths are worked out once, not per call.)
     public func existingKeychain(
         _ keychain: KeychainReference?,
         creatingLoginWith choosePassword: () throws(KeychainError) -> SecretBytes? = { nil }

@@ -89,7 +89,9 @@ extension KeychainFile {
                         let (current, _) = try openMeta(existing)
                         let here = current.attributes["mdat"]?.dateValue ?? .distantPast
                         let there = item.attributes["mdat"]?.dateValue ?? .distantPast
-                        guard there > here else {
+                        // An application's Secret portal secret here is never replaced (a backup could carry one someone
+                        // else knows, dated later); one that is missing comes back.
+                        guard there > here, current.accessGroup != Caller.portalSecretGroup else {
                             report.kept += 1
                             continue
                         }

@@ -190,6 +190,11 @@ extension KeychainFile {
         keys.withLock { $0.lastActivity = now }
     }
 
+    /// Tells whoever schedules idle locks (``Configuration/idleDeadlineMayBeSooner``) to look at this keychain's
+    /// deadline: its host calls this once the handle is in the host's list (a keychain created here was unlocked
+    /// before the list had it, so the scheduler looking then did not see it).
+    public func announceIdleDeadline() { configuration.idleDeadlineMayBeSooner?() }
+
     /// When an idle lock is due if nobody uses the keychain before (it locks once the interval has passed, as
     /// ``isIdleExpired`` says); nil when it is locked, has no password or no interval.
     public var idleLockDeadline: Date? {
