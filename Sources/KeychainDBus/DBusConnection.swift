@@ -275,7 +275,7 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// Starts the thread that reads every message from now on: replies go to the calls waiting for them, anything
-    /// else to `handler`, in order, on a queue of its own: a handler may itself call methods (the bus's
+    /// else to `handler`, in order, on a thread of its own (``SerialWorker``): a handler may itself call methods (the bus's
     /// GetConnectionUnixProcessID), whose replies the reading thread still delivers. `onClose` runs when the
     /// connection ends.
     public func startReceiving(_ handler: @escaping @Sendable (DBusMessage) -> Void,
@@ -285,9 +285,9 @@ public final class DBusConnection: @unchecked Sendable {
         let backlog = queued
         queued = []
         condition.unlock()
-        let handlers = DispatchQueue(label: "dbus-handler")
+        let handlers = SerialWorker(name: "dbus-handler")
         let thread = Thread { [self] in
-            for message in backlog { handlers.async { handler(message) } }
+            for message in backlog { handlers.submit { handler(message) } }
             while true {
                 let message: DBusMessage
                 do { message = try readMessage() } catch { break }
@@ -301,10 +301,10 @@ public final class DBusConnection: @unchecked Sendable {
                     }
                     condition.unlock()
                 }
-                handlers.async { handler(message) }
+                handlers.submit { handler(message) }
             }
             close()
-            handlers.async { onClose() }
+            handlers.submit { onClose() }
         }
         thread.name = "dbus-receive"
         thread.start()

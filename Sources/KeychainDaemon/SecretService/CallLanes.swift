@@ -1,4 +1,5 @@
 import Foundation
+import KeychainDBus
 import Synchronization
 
 /// The Secret Service's calls, one lane per client: a client's calls are handled in the order it sent them (a
@@ -9,7 +10,7 @@ import Synchronization
 /// to finish, so thousands of short-lived clients (a secret-tool per lookup) leave nothing behind.
 final class CallLanes: Sendable {
     private struct Lane {
-        let queue: DispatchQueue
+        let worker: SerialWorker
         var pending: Int
     }
 
@@ -17,18 +18,18 @@ final class CallLanes: Sendable {
 
     /// Runs `work` after every call of `client` submitted before it, beside the other clients' calls.
     func submit(_ client: String, _ work: @escaping @Sendable () -> Void) {
-        let queue = lanes.withLock { lanes -> DispatchQueue in
+        let worker = lanes.withLock { lanes -> SerialWorker in
             if var lane = lanes[client] {
                 lane.pending += 1
                 lanes[client] = lane
-                return lane.queue
+                return lane.worker
             }
-            // A serial queue of its own: it gets a thread when it has work, and none otherwise.
-            let lane = Lane(queue: DispatchQueue(label: "keychaind-secret-service-lane"), pending: 1)
+            // A worker of its own: a thread while it has work, none otherwise.
+            let lane = Lane(worker: SerialWorker(name: "keychaind-ss-lane"), pending: 1)
             lanes[client] = lane
-            return lane.queue
+            return lane.worker
         }
-        queue.async { [self] in
+        worker.submit { [self] in
             work()
             lanes.withLock { lanes in
                 guard var lane = lanes[client] else { return }

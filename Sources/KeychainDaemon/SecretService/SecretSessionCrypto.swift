@@ -1,6 +1,7 @@
 import Crypto
 import Dispatch
 import Foundation
+import KeychainInterface
 import KeychainCore
 import Synchronization
 import _CryptoExtras
@@ -55,7 +56,7 @@ enum SessionKeyPool {
             defer { pair = nil }
             return pair
         }
-        DispatchQueue.global(qos: .utility).async {
+        _ = DetachedThread.start(name: "keychaind-dh") {
             let pair = make()
             ready.withLock { if $0 == nil { $0 = pair } }
         }
