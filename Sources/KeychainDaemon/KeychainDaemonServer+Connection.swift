@@ -107,14 +107,14 @@ extension KeychainDaemonServer {
                         loggedCaller = nil
                         connectionService = EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration,
-                            syncing: syncing, accessLog: accessLog, keychains: keychains)
+                            syncing: syncing, accessLog: accessLog, keychains: keychains, notice: daemonNotice)
                         contexts = ConnectionContexts()
                     }
                     // A client that never opened a session: nobody to ask about groups bound to other programs.
                     let service = connectionService ?? EmbeddedKeychainService(
                         locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
                         asker: Asker(prompter: nil), baseConfiguration: fileConfiguration, syncing: syncing,
-                        accessLog: accessLog, keychains: keychains)
+                        accessLog: accessLog, keychains: keychains, notice: daemonNotice)
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
                     if case .serveSecretService(let address, let replace) = request {

@@ -154,6 +154,9 @@ public final class KeychainDaemonServer: Sendable {
     }
     let whenUnreachable = Mutex<(@Sendable () -> Void)?>(nil)
 
+    /// A word to the user from a service of this server: keychaind has no terminal, so it goes to its log.
+    var daemonNotice: @Sendable (String) -> Void { { [logger] text in logger.notice("\(text)") } }
+
     /// One accepting thread at a time (leader and followers): the thread that takes a connection first starts the
     /// next accepting thread, then serves its client, so a new thread's start overlaps the client's first call
     /// instead of delaying it. Signals `stopped` once the listening socket is shut down.

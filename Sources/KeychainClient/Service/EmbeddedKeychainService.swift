@@ -23,6 +23,9 @@ public final class EmbeddedKeychainService: KeychainService {
     private let syncing: (any KeychainSyncing)?
     /// The access log, where one is kept (keychaind); nil in-process.
     private let accessLog: (any AccessLogKeeping)?
+    /// Where a word to the user goes (a login keychain created without a password): standard error, or the host's
+    /// log (keychaind's, which has no terminal).
+    private let notice: @Sendable (String) -> Void
     /// The open keychain files of this service's host.
     public let keychains: OpenKeychains
 
@@ -34,13 +37,16 @@ public final class EmbeddedKeychainService: KeychainService {
     ///     which reads the environment; keychaind makes it once, not per connection).
     ///   - keychains: the open files this service shares with the others of its host (default: the process's).
     ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
+    ///   - notice: where a word to the user goes (default: standard error; keychaind: its log).
     public init(locations: KeychainLocations = .current(), caller: Caller? = nil, asker: Asker? = nil,
                 baseConfiguration: KeychainFile.Configuration? = nil, syncing: (any KeychainSyncing)? = nil,
                 accessLog: (any AccessLogKeeping)? = nil, keychains: OpenKeychains = .shared,
-                configure: (inout KeychainFile.Configuration) -> Void = { _ in }) {
+                configure: (inout KeychainFile.Configuration) -> Void = { _ in },
+                notice: @escaping @Sendable (String) -> Void = EmbeddedKeychainService.standardErrorNotice) {
         self.keychains = keychains
         self.syncing = syncing
         self.accessLog = accessLog
+        self.notice = notice
         self.locations = locations
         self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
         self.preferences = KeychainPreferences(locations: locations)
@@ -453,11 +459,13 @@ public final class EmbeddedKeychainService: KeychainService {
             defer { announced = true }
             return !announced
         }
-        if first {
-            FileHandle.standardError.write(
-                Data("keychain: created \(target) without a password (no way to ask for one)\n".utf8))
-        }
+        if first { notice("created \(target) without a password (no way to ask for one)") }
         return file
+    }
+
+    /// A word to the user on standard error, as `keychain: …`.
+    public static let standardErrorNotice: @Sendable (String) -> Void = { text in
+        FileHandle.standardError.write(Data("keychain: \(text)\n".utf8))
     }
 
     private func reference(_ url: URL) -> KeychainReference { KeychainReference(path: StandardPath.of(url.path)) }
