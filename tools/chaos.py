@@ -118,16 +118,20 @@ class Item:
         self.possible.add(value)
 
 
-def socket_client(run, index, rng):
-    """A program of the user through keychaind's socket: `security`, a process per operation."""
-    items = {"acct-%d-%d" % (index, k): Item() for k in range(4)}
+def operations(run, rng, items, prefix):
+    """The client's next operations until the run stops: (account, its Item, write/read/delete, a fresh value)."""
     serial = 0
     while not run.stop.is_set():
         account = rng.choice(sorted(items))
-        item = items[account]
-        op = rng.choice(["write", "write", "read", "read", "delete"])
         serial += 1
-        value = "v-%d-%d-%d" % (index, serial, rng.randrange(1 << 30))
+        yield (account, items[account], rng.choice(["write", "write", "read", "read", "delete"]),
+               "%s-%d-%d" % (prefix, serial, rng.randrange(1 << 30)))
+
+
+def socket_client(run, index, rng):
+    """A program of the user through keychaind's socket: `security`, a process per operation."""
+    items = {"acct-%d-%d" % (index, k): Item() for k in range(4)}
+    for account, item, op, value in operations(run, rng, items, "v-%d" % index):
         if op == "write":
             argv = ["security", "add-generic-password", "-U", "-a", account, "-s", SERVICE, "-w", value]
         elif op == "read":
@@ -183,13 +187,7 @@ def secret_service_client(run, index, rng, results):
     items = {"ss-%d-%d" % (index, k): Item() for k in range(4)}
     results[index] = items
     connection = None
-    serial = 0
-    while not run.stop.is_set():
-        account = rng.choice(sorted(items))
-        item = items[account]
-        op = rng.choice(["write", "write", "read", "read", "delete"])
-        serial += 1
-        value = "s-%d-%d-%d" % (index, serial, rng.randrange(1 << 30))
+    for account, item, op, value in operations(run, rng, items, "s-%d" % index):
         attributes = {"chaos": account}
         run.count("ops")
         try:

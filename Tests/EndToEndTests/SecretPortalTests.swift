@@ -113,15 +113,21 @@ struct SecretPortalTests {
         }
     }
 
+    /// A private session bus with keychaind serving it, a login keychain with the password `pw`, and the stand-in.
+    fileprivate static func portalDesktop() throws -> (Desktop, PortalStandIn.Installed) {
+        let desktop = try Desktop()
+        let portal = try PortalStandIn.Installed()
+        #expect(try desktop.startDaemon() == "ready")
+        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        return (desktop, portal)
+    }
+
     static let request = DBusValue.objectPath("/org/freedesktop/portal/desktop/request/1_2/t")
     static let noOptions = DBusValue.dictionary(keySignature: "s", valueSignature: "v", [])
 
     @Test("two applications get different secrets of 64 bytes; one application the same one, also after keychaind restarts")
     func perApplicationSecrets() throws {
-        let desktop = try Desktop()
-        let portal = try PortalStandIn.Installed()
-        #expect(try desktop.startDaemon() == "ready")
-        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        let (desktop, portal) = try Self.portalDesktop()
         let first = try portal.retrieve(address: desktop.address, appID: "org.example.Mail")
         #expect(first.response == 0)
         #expect(first.secret?.count == 128)  // hex of 64 bytes
@@ -141,10 +147,7 @@ struct SecretPortalTests {
 
     @Test("only the portal may ask: another program, or the portal's program on a connection that does not own the portal's name, gets AccessDenied and no byte")
     func onlyThePortal() throws {
-        let desktop = try Desktop()
-        let portal = try PortalStandIn.Installed()
-        #expect(try desktop.startDaemon() == "ready")
-        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        let (desktop, portal) = try Self.portalDesktop()
         let bus = try DBusConnection(address: desktop.address, fileDescriptors: true)
         defer { bus.close() }
         let denied = "org.freedesktop.DBus.Error.AccessDenied"
@@ -159,10 +162,7 @@ struct SecretPortalTests {
 
     @Test("bad arguments are D-Bus errors: wrong types, no descriptor, an id that is no application's; the service stays")
     func badArguments() throws {
-        let desktop = try Desktop()
-        let portal = try PortalStandIn.Installed()
-        #expect(try desktop.startDaemon() == "ready")
-        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        let (desktop, portal) = try Self.portalDesktop()
         let bus = try DBusConnection(address: desktop.address, fileDescriptors: true)
         defer { bus.close() }
         let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
@@ -183,10 +183,7 @@ struct SecretPortalTests {
 
     @Test("a login keychain not unlocked since keychaind started: with nobody to ask, response 2 at once and no byte; after an unlock, the secret")
     func lockedLoginKeychain() throws {
-        let desktop = try Desktop()
-        let portal = try PortalStandIn.Installed()
-        #expect(try desktop.startDaemon() == "ready")
-        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        let (desktop, portal) = try Self.portalDesktop()
         desktop.stopDaemon()  // its keys go with it: the next one has never had the keychain unlocked
         #expect(try desktop.startDaemon() == "ready")
         let locked = try portal.retrieve(address: desktop.address, appID: "org.example.App")
@@ -198,10 +195,7 @@ struct SecretPortalTests {
 
     @Test("no program plants an application's secret: its own item of that service and account stays apart")
     func noPlanting() throws {
-        let desktop = try Desktop()
-        let portal = try PortalStandIn.Installed()
-        #expect(try desktop.startDaemon() == "ready")
-        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        let (desktop, portal) = try Self.portalDesktop()
         // A program stores "its" secret for the application first, with the portal's service and the app id.
         #expect(try desktop.run("keychain-example", "set", "org.freedesktop.portal.Secret", "org.example.Mail",
                                 stdin: "planted-by-someone").status == 0)
@@ -212,10 +206,7 @@ struct SecretPortalTests {
 
     @Test("the login keychain at its standard place, whatever the preferences say: a keychain whose password a program knows is not used")
     func standardLoginKeychainOnly() throws {
-        let desktop = try Desktop()
-        let portal = try PortalStandIn.Installed()
-        #expect(try desktop.startDaemon() == "ready")
-        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        let (desktop, portal) = try Self.portalDesktop()
         #expect(try desktop.run("security", "create-keychain", "-p", "known", "other").status == 0)
         #expect(try desktop.run("security", "login-keychain", "-s", "other").status == 0)
         #expect(try portal.retrieve(address: desktop.address, appID: "org.example.Mail").response == 0)
