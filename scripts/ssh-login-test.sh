@@ -11,7 +11,7 @@
 # and read; keychaind is stopped and a second login unlocks the keychain again; a question with nobody to ask (no
 # terminal, no display) fails at once with errSecInteractionNotAllowed.
 #
-#   sudo scripts/ssh-login-test.sh BIN_DIR PAM_MODULE
+#   sudo scripts/ssh-login-test.sh BIN_DIR PAM_MODULE      (exit 77: skipped, no sshd here)
 #     BIN_DIR      where security, keychaind and git-credential-keychain are (root's, e.g. /usr/bin)
 #     PAM_MODULE   pam_keychain.so (e.g. /usr/lib/x86_64-linux-gnu/security/pam_keychain.so)
 set -euo pipefail
@@ -21,7 +21,7 @@ bin="$(cd "$1" && pwd)"
 module="$2"
 if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null; then
     echo "skip the SSH login test: no sshd (Debian: apt-get install openssh-server)"
-    exit 0
+    exit 77  # skipped, not passed
 fi
 for tool in security keychaind git-credential-keychain; do [ -x "$bin/$tool" ] || { echo "no $bin/$tool" >&2; exit 1; }; done
 [ -f "$module" ] || { echo "no $module" >&2; exit 1; }
@@ -38,16 +38,25 @@ check() {  # check DESCRIPTION COMMAND...
     local description="$1"; shift
     if "$@"; then echo "ok   $description"; else echo "FAIL $description"; failures=$((failures + 1)); fi
 }
-cleanup() {
-    [ -z "$sshd_pid" ] || kill "$sshd_pid" 2>/dev/null || true
-    pkill -KILL -u "$user" 2>/dev/null || true
-    sleep 0.2
-    userdel "$user" 2>/dev/null || true
+if id "$user" >/dev/null 2>&1; then echo "ssh-login-test.sh: user $user exists already; not touching it" >&2; exit 1; fi
+if [ -e "/etc/pam.d/$service" ]; then echo "ssh-login-test.sh: /etc/pam.d/$service exists already; not touching it" >&2; exit 1; fi
+made_run_sshd=0
+[ -d /run/sshd ] || made_run_sshd=1
+cleanup() {  # only what this script made
+    if [ -n "$sshd_pid" ]; then kill "$sshd_pid" 2>/dev/null || true; wait "$sshd_pid" 2>/dev/null || true; fi
+    if id "$user" >/dev/null 2>&1; then
+        local uid
+        uid="$(id -u "$user")"
+        pkill -KILL -u "$user" 2>/dev/null || true
+        sleep 0.2
+        userdel "$user" 2>/dev/null || true
+        rm -rf "/tmp/keychain-$uid"  # keychaind's directory where there is no XDG_RUNTIME_DIR
+    fi
     rm -f "/etc/pam.d/$service"
+    [ "$made_run_sshd" = 0 ] || rmdir /run/sshd 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
-if id "$user" >/dev/null 2>&1; then echo "ssh-login-test.sh: user $user exists already; not touching it" >&2; exit 1; fi
 
 # The user, with a password and nothing else.
 useradd -M -d "$home" -s /bin/bash "$user"
@@ -70,7 +79,13 @@ ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
 ln -s /usr/sbin/sshd "$work/$service"
 mkdir -p /run/sshd
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# OpenSSH 9.8 and later name the PAM service in the configuration (PAMServiceName); older ones take the program's name.
+pam_service_line=""
+if "$work/$service" -T -f /dev/null -o "PAMServiceName=$service" -o "HostKey=$work/host_key" >/dev/null 2>&1; then
+    pam_service_line="PAMServiceName $service"
+fi
 cat > "$work/sshd_config" <<EOF
+$pam_service_line
 Port $port
 ListenAddress 127.0.0.1
 HostKey $work/host_key
@@ -94,7 +109,7 @@ for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 printf '#!/bin/sh\necho "%s"\n' "$password" > "$work/askpass"
 chmod 755 "$work/askpass"
 login() {  # login COMMAND: runs COMMAND in a new SSH session of the user, without a terminal
-    SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY= setsid -w ssh -p "$port" -o BatchMode=no \
+    SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY= timeout 120 setsid -w ssh -F /dev/null -p "$port" -o BatchMode=no \
         -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
         -o PreferredAuthentications=password -o NumberOfPasswordPrompts=1 \
         "$user@127.0.0.1" "export PATH=$bin:\$PATH; $1" < /dev/null
