@@ -1,25 +1,31 @@
 import Foundation
-import Synchronization
 
 /// Work run in the order it was submitted, on a plain thread that exists only while there is work: keychaind's one
 /// model of concurrency (threads, never a shared pool), also for what arrives on a D-Bus connection.
 ///
-/// The thread is made by the first submission that finds the worker idle and ends when the last job is done, so a
+/// The thread is made by the first submission that finds the worker idle, and ends once no job has come for
+/// ``linger`` (a client's next call usually comes within a round trip: one thread per burst, not per call). So a
 /// thousand short-lived clients (a secret-tool per lookup) leave no thread behind, and a job that blocks (on the bus,
 /// a file lock, the disk, a question to the user) holds up only the jobs behind it on this worker.
-package final class SerialWorker: Sendable {
+package final class SerialWorker: @unchecked Sendable {
+    // SAFETY: `jobs` and `running` are only read and written under `condition`.
+    private let condition = NSCondition()
+    private var jobs: [@Sendable () -> Void] = []
+    private var running = false
     private let name: String
-    private let state = Mutex<(jobs: [@Sendable () -> Void], running: Bool)>(([], false))
+    /// How long an idle thread waits for more work before it ends.
+    package static let linger: TimeInterval = 0.25
 
     package init(name: String) { self.name = name }
 
     /// Runs `work` after every job submitted before it.
     package func submit(_ work: @escaping @Sendable () -> Void) {
-        let startThread = state.withLock { state -> Bool in
-            state.jobs.append(work)
-            defer { state.running = true }
-            return !state.running
-        }
+        condition.lock()
+        jobs.append(work)
+        let startThread = !running
+        running = true
+        condition.signal()
+        condition.unlock()
         guard startThread else { return }
         let thread = Thread { [self] in drain() }
         thread.name = name
@@ -27,19 +33,32 @@ package final class SerialWorker: Sendable {
         thread.start()
     }
 
-    /// Whether a job is queued or running.
-    package var isBusy: Bool { state.withLock { $0.running } }
+    /// Whether a thread is running (working, or waiting for more work).
+    package var isBusy: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return running
+    }
 
     private func drain() {
+        condition.lock()
         while true {
-            // Every job queued so far, taken at once (in order); the next ones wait for the next turn.
-            let batch = state.withLock { state -> [@Sendable () -> Void] in
-                defer { state.jobs = [] }
-                if state.jobs.isEmpty { state.running = false }
-                return state.jobs
+            if jobs.isEmpty {
+                // Idle: a little while for the next job, then the thread ends.
+                let deadline = Date(timeIntervalSinceNow: Self.linger)
+                while jobs.isEmpty && condition.wait(until: deadline) {}
+                if jobs.isEmpty {
+                    running = false
+                    condition.unlock()
+                    return
+                }
             }
-            if batch.isEmpty { return }
+            // Every job queued so far, taken at once (in order); the next ones wait for the next turn.
+            let batch = jobs
+            jobs = []
+            condition.unlock()
             for job in batch { job() }
+            condition.lock()
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import KeychainInterface
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// keychaind's lifetime under a ServiceGroup: the group starts the server, turns SIGTERM and SIGINT into a graceful
 /// shutdown, and ends the services in the reverse order of their start. The server's work stays on its own threads
@@ -12,6 +13,9 @@ extension KeychainDaemonServer: Service, CustomStringConvertible {
     /// Serves until a graceful shutdown (or a cancellation, or the socket going away), then closes every keychain
     /// after the calls under way have finished (``serveUntilStopped()``).
     public func run() async throws {
+        // A SIGTERM or SIGINT that came before the group was listening for signals (``stopRequestedEarly``): the
+        // group's own handling is in place now, so this one is honoured here.
+        if Self.stopRequestedEarly.load(ordering: .relaxed) { stop() }
         await withTaskCancellationOrGracefulShutdownHandler {
             await withCheckedContinuation { (served: CheckedContinuation<Void, Never>) in
                 let started = DetachedThread.start(name: "keychaind-main") { [self] in
@@ -27,4 +31,14 @@ extension KeychainDaemonServer: Service, CustomStringConvertible {
             stop()
         }
     }
+}
+
+extension KeychainDaemonServer {
+    /// Set by keychaind's first signal handlers (``requestStopEarly()``, installed before the socket is bound), for a
+    /// SIGTERM or SIGINT that arrives before the ServiceGroup handles signals: without them such a signal would end
+    /// keychaind at once, leaving its socket and unfolded WAL behind.
+    public static let stopRequestedEarly = Atomic(false)
+
+    /// From a signal handler: only an atomic store, which is async-signal-safe.
+    public static func requestStopEarly() { stopRequestedEarly.store(true, ordering: .relaxed) }
 }

@@ -3,6 +3,7 @@ import Foundation
 import KeychainCore
 import KeychainInterface
 import KeychainStorage
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -69,15 +70,21 @@ public struct PeerIdentity: Sendable, Hashable {
         guard let maps = readProcFile("/proc/\(pid)/maps"), !maps.isEmpty else {
             return executable == nil ? [] : ["(code that could not be read)"]
         }
+        // Parsed as bytes (a program maps dozens of libraries, and this runs for every new caller): each line is
+        // "address perms offset dev inode path"; only executable mappings of a file count. No field before the path
+        // holds a "/".
         var files = Set<String>()
-        for line in maps.split(separator: "\n") {
-            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count == 6, fields[1].contains("x") else { continue }
-            let path = fields[5].trimmingCharacters(in: .whitespaces)
-            guard path.hasPrefix("/"), path != executable else { continue }
-            files.insert(path)
+        for line in maps.utf8.split(separator: UInt8(ascii: "\n")) {
+            guard let space = line.firstIndex(of: UInt8(ascii: " ")),
+                  line[line.index(after: space)...].prefix(4).contains(UInt8(ascii: "x")),
+                  let slash = line.firstIndex(of: UInt8(ascii: "/"))
+            else { continue }
+            var path = line[slash...]
+            while path.last == UInt8(ascii: " ") { path = path.dropLast() }
+            let name = String(decoding: path, as: UTF8.self)
+            if name != executable { files.insert(name) }
         }
-        return files.filter { !ProtectedPath.isProtected($0) }.sorted()
+        return files.filter { !ProtectedLibraries.isProtected($0) }.sorted()
     }
 
     /// Whether the process is still the one that was identified: the same start time (not a reused pid) and, where
@@ -226,4 +233,24 @@ final class ProcessWatch: Sendable {
 
     /// As ``PeerIdentity/tracer()``.
     func tracer() -> pid_t? { PeerIdentity.tracer(statusFile: status) }
+}
+
+/// ``ProtectedPath/isProtected(_:)`` for the files programs map, remembered for a minute: the same few dozen
+/// libraries are checked for every new caller (each check is a `lstat` per path component). Only root can make a
+/// protected path unprotected or the other way round, so a remembered answer cannot be turned by a user meanwhile.
+enum ProtectedLibraries {
+    private static let known = Mutex<(answers: [String: Bool], since: ContinuousClock.Instant)>(([:], .now))
+
+    static func isProtected(_ path: String) -> Bool {
+        let now = ContinuousClock.now
+        if let answer = known.withLock({ known -> Bool? in
+            if now - known.since > .seconds(60) || known.answers.count > 4096 { known = ([:], now) }
+            return known.answers[path]
+        }) {
+            return answer
+        }
+        let answer = ProtectedPath.isProtected(path)
+        known.withLock { $0.answers[path] = answer }
+        return answer
+    }
 }

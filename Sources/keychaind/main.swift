@@ -68,6 +68,18 @@ if let unknown = arguments.first(where: { !known.contains($0) }) {
     exit(2)
 }
 
+// SIGTERM and SIGINT from here until the ServiceGroup handles them (its run, below) are kept for it, not fatal: the
+// socket bound in between would otherwise stay behind. A parent may have left them blocked (Foundation's Process
+// does): then they would never end keychaind.
+signal(SIGTERM) { _ in KeychainDaemonServer.requestStopEarly() }
+signal(SIGINT) { _ in KeychainDaemonServer.requestStopEarly() }
+var ending = sigset_t()
+sigemptyset(&ending)
+sigaddset(&ending, SIGTERM)
+sigaddset(&ending, SIGINT)
+_ = pthread_sigmask(SIG_UNBLOCK, &ending, nil)
+signal(SIGPIPE, SIG_IGN)
+
 /// With --notify-ready: tells the starting client how the start went, then lets go of its pipe.
 func notifyStarter(_ line: String) {
     if arguments.contains("--notify-ready") {
@@ -150,14 +162,6 @@ if let systemBus = try? DBusConnection.systemBus(fileDescriptors: true) {
         log.warning("not following logind's sleep signal: \(error)")
     }
 }
-
-// A parent may have left SIGTERM and SIGINT blocked (Foundation's Process does): then they would never end keychaind.
-var ending = sigset_t()
-sigemptyset(&ending)
-sigaddset(&ending, SIGTERM)
-sigaddset(&ending, SIGINT)
-_ = pthread_sigmask(SIG_UNBLOCK, &ending, nil)
-signal(SIGPIPE, SIG_IGN)
 
 // The services, under one ServiceGroup: SIGTERM and SIGINT shut them down gracefully, in the reverse order of this
 // list (the sync rounds end first; the server last, once its calls under way have finished and every keychain is
