@@ -506,7 +506,7 @@ struct PinentryTmuxTests {
             status = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
             return true
         }
-        return (status, screen)
+        return (status, status == nil ? "prompt:\n\(screen)\nnow:\n\(terminal.screen())" : screen)
     }
 
     @Test("the description is shown; the right password unlocks, a wrong one is 51, the Cancel button is 128")
@@ -516,13 +516,13 @@ struct PinentryTmuxTests {
         #expect(try tool.run("create-keychain", "-p", "hunter2", "work").status == 0)
         let (right, screen) = try unlock(tool, password: "hunter2")
         #expect(TmuxTerminal.words(of: screen).contains("Enter the password to unlock the keychain work."))
-        #expect(right == 0)
+        #expect(right == 0, "\(screen)")
         let (wrong, wrongScreen) = try unlock(tool, password: "nope")
         #expect(wrong == 51, "\(wrongScreen)")
-        let (cancelled, _) = try unlock(tool) { terminal in
-            #expect(try terminal.focus("<Cancel>"))
+        let (cancelled, cancelScreen) = try unlock(tool) { terminal in
+            #expect(try terminal.focus("<Cancel>"), "\(terminal.screen())")
             try terminal.type(["Enter"])
         }
-        #expect(cancelled == 128)
+        #expect(cancelled == 128, "\(cancelScreen)")
     }
 }

@@ -10,37 +10,45 @@ struct TmuxTerminal {
     let name = "kc-\(UUID().uuidString.prefix(8))"
 
     init(command: String) throws {
-        try Self.tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", command)
+        try tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", command)
     }
 
+    /// Runs tmux against this terminal's own server (`-L`, a socket named after it, `-f /dev/null`): tests that
+    /// run at the same time, or a tmux of the machine's user, share neither a server's start nor its settings.
     @discardableResult
-    static func tmux(_ arguments: String...) throws -> String {
-        try tmux(arguments)
+    func tmux(_ arguments: String...) throws -> String {
+        let output = try ChildProcess.run("/usr/bin/tmux", arguments: ["-L", name, "-f", "/dev/null"] + arguments)
+        return String(decoding: output.stdout, as: UTF8.self)
     }
 
-    @discardableResult
-    static func tmux(_ arguments: [String]) throws -> String {
-        String(decoding: try ChildProcess.run("/usr/bin/tmux", arguments: arguments).stdout, as: UTF8.self)
-    }
-
-    func screen() -> String { (try? Self.tmux("capture-pane", "-p", "-t", name)) ?? "" }
+    func screen() -> String { (try? tmux("capture-pane", "-p", "-t", name)) ?? "" }
 
     /// The screen with its attributes as escape sequences (pinentry-curses shows the focused button in reverse
     /// video, `ESC[7m`).
-    func styledScreen() -> String { (try? Self.tmux("capture-pane", "-e", "-p", "-t", name)) ?? "" }
+    func styledScreen() -> String { (try? tmux("capture-pane", "-e", "-p", "-t", name)) ?? "" }
 
-    /// Moves pinentry-curses' focus with Tab until `button` (as drawn: `<Cancel>`) is highlighted, waiting for each
-    /// Tab to show before the next: a key sent while the screen is still being set up can be lost on a loaded machine.
+    /// Moves pinentry-curses' focus with Tab until `button` (as drawn: `<Cancel>`) is highlighted. It starts only
+    /// once the whole dialog is drawn (its buttons come last) and sends the next Tab only after the last one moved
+    /// the highlight: a Tab counted against a redraw that was not its own stays in flight and moves the focus past
+    /// the button after this returns, so Enter lands on the password field (seen once on a loaded CI machine).
     @discardableResult
     func focus(_ button: String, maximumTabs: Int = 6) throws -> Bool {
-        let highlighted = "\u{1b}[7m" + button
+        guard waitForScreen(containing: button).contains(button) else { return false }
         for _ in 0..<maximumTabs {
-            let before = styledScreen()
-            if before.contains(highlighted) { return true }
-            try Self.tmux("send-keys", "-t", name, "Tab")
-            _ = waitUntil(seconds: 20) { styledScreen() != before }
+            let before = highlighted()
+            if before == button { return true }
+            try tmux("send-keys", "-t", name, "Tab")
+            _ = waitUntil(seconds: 20) { highlighted() != before }
         }
-        return styledScreen().contains(highlighted)
+        return highlighted() == button
+    }
+
+    /// The button shown in reverse video (`<OK>`, `<Cancel>`), or nil while the focus is in the password field.
+    func highlighted() -> String? {
+        let screen = styledScreen()
+        guard let start = screen.range(of: "\u{1b}[7m<")?.upperBound,
+              let end = screen[start...].firstIndex(of: ">") else { return nil }
+        return "<" + screen[start..<end] + ">"
     }
 
     /// Waits until the screen shows `text`; returns the last screen seen (check it for `text` yourself).
@@ -60,10 +68,10 @@ struct TmuxTerminal {
     /// leaving pinentry waiting for an Enter that belongs to lost keys.
     func enterPassword(_ password: String) throws -> Bool {
         guard waitForScreen(containing: "<Cancel>").contains("<Cancel>") else { return false }
-        try Self.tmux("send-keys", "-t", name, "-l", password)
+        try tmux("send-keys", "-t", name, "-l", password)
         let masked = String(repeating: "*", count: password.count) + "_"
         guard waitUntil(seconds: 30, { screen().contains(masked) }) else { return false }
-        try Self.tmux("send-keys", "-t", name, "Enter")
+        try tmux("send-keys", "-t", name, "Enter")
         return true
     }
 
@@ -71,9 +79,9 @@ struct TmuxTerminal {
     func type(_ keys: [String]) throws {
         for key in keys {
             if ["Enter", "Escape", "Tab"].contains(key) {
-                try Self.tmux("send-keys", "-t", name, key)
+                try tmux("send-keys", "-t", name, key)
             } else {
-                try Self.tmux("send-keys", "-t", name, "-l", key)
+                try tmux("send-keys", "-t", name, "-l", key)
             }
             // pinentry-curses redraws after each key; a key sent mid-redraw still arrives, but give it a beat so
             // focus changes (Tab) are applied in order on slow machines.
@@ -81,7 +89,7 @@ struct TmuxTerminal {
         }
     }
 
-    func close() { _ = try? Self.tmux("kill-session", "-t", name) }
+    func close() { _ = try? tmux("kill-server") }
 
     /// The words of a captured screen as one line: a dialog wraps its text where the terminal's width falls (a long
     /// program path moves every later word), so tests look for phrases in this, not in the raw screen.
