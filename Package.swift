@@ -92,7 +92,8 @@ let package = Package(
                            "CKeychainLinux",
                            // A gnome-keyring keyring file is decrypted where the keychain's ciphers are (Migration/).
                            .product(name: "Crypto", package: "swift-crypto"),
-                           .product(name: "_CryptoExtras", package: "swift-crypto")],
+                           .product(name: "_CryptoExtras", package: "swift-crypto"),
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strictSettings
         ),
         // The D-Bus wire protocol (marshalling, messages, a bus connection), for the Secret Service. Our own, in Swift:
@@ -187,7 +188,7 @@ let package = Package(
         // The same tools with the engine linked in: what they become when the keychain is opened in-process.
         .executableTarget(
             name: "keychain-embedded",
-            dependencies: ["KeychainTools", "KeychainClient", "KeychainCore"],
+            dependencies: ["KeychainTools", "KeychainClient", "KeychainCore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strictSettings
         ),
         // Credential helpers for git and docker: like `security`, the client interface only (their programs are in

@@ -206,7 +206,7 @@ public final class KeychainDaemonServer: Sendable {
 
     let stopped = Atomic(false)
     let lockScheduler: LockScheduler
-    /// keychaind's messages (standard error, or the journal: ``DaemonLogHandler``).
+    /// keychaind's messages (standard error, or the journal: ``ProcessLogHandler``).
     let logger = Logger(label: "keychaind")
     let events = EventHub()
     let offenders = ProtocolOffenders()

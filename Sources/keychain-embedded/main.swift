@@ -1,6 +1,8 @@
+import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainTools
+import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -11,6 +13,9 @@ import Glibc
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 let tool = arguments.isEmpty ? "" : arguments.removeFirst()
+// The engine's own warnings (a wrong password, a keychain it repaired) would otherwise go to standard output, the
+// tool's answer; its failures already reach the user as Apple's messages.
+ProcessLogHandler.bootstrap(program: tool, environment: ProcessInfo.processInfo.environment, defaultLevel: .error)
 
 // Embedded, each tool sees every access group (as macOS's tools see the file keychain); what it adds lands in its
 // own group.

@@ -27,7 +27,7 @@ import Glibc
 // keychaind executes itself again without them, keeping its pid (a socket handed over by systemd stays valid).
 let startEnvironment = ProcessInfo.processInfo.environment
 // Every module's Logger writes keychaind's lines to standard error (the journal under systemd).
-DaemonLogHandler.bootstrap(program: "keychaind", environment: startEnvironment)
+ProcessLogHandler.bootstrap(program: "keychaind", environment: startEnvironment)
 let log = Logger(label: "keychaind")
 if startEnvironment.keys.contains(where: ProtectedPath.isLoaderVariable) {
     let clean = startEnvironment.filter { !ProtectedPath.isLoaderVariable($0.key) }.map { "\($0.key)=\($0.value)" }

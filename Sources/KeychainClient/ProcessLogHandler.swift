@@ -5,28 +5,33 @@ import Logging
 import Glibc
 #endif
 
-/// keychaind's messages: one line each on standard error, `keychaind: message (key=value, …)`, written with one
+/// A process's messages: one line each on standard error, `keychaind: message (key=value, …)`, written with one
 /// write(2) so that lines of different threads never interleave. Under systemd (standard error is the journal:
 /// `JOURNAL_STREAM` is set) each line starts with its syslog priority, `<4>` for a warning, which journald takes as
 /// the entry's level. Never a secret: what is logged is the keychain's events and paths, not items.
 ///
-/// The level is `KEYCHAIN_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical), info by default.
-public struct DaemonLogHandler: LogHandler {
+/// The level is `KEYCHAIN_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical), else the program's
+/// default: info for keychaind; error for the command-line tools with the engine in-process, whose failures are
+/// already told as Apple's messages (a wrong password is `errSecAuthFailed`, not also a warning line).
+public struct ProcessLogHandler: LogHandler {
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
     let program: String
     let journal: Bool
 
-    public init(program: String, environment: [String: String]) {
+    public init(program: String, environment: [String: String], defaultLevel: Logger.Level = .info) {
         self.program = program
-        self.logLevel = environment["KEYCHAIN_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        self.logLevel = environment["KEYCHAIN_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? defaultLevel
         self.journal = environment["JOURNAL_STREAM"] != nil
     }
 
     /// Bootstraps swift-log for the process: every Logger of every module writes through this handler (without it,
-    /// swift-log's default writes to standard output, which keychaind hands back to its starter).
-    public static func bootstrap(program: String, environment: [String: String]) {
-        LoggingSystem.bootstrap { _ in DaemonLogHandler(program: program, environment: environment) }
+    /// swift-log's default writes to standard output, which keychaind hands back to its starter and which is a
+    /// tool's answer).
+    public static func bootstrap(program: String, environment: [String: String], defaultLevel: Logger.Level = .info) {
+        LoggingSystem.bootstrap { _ in
+            ProcessLogHandler(program: program, environment: environment, defaultLevel: defaultLevel)
+        }
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {

@@ -1,13 +1,13 @@
 import Logging
 import Testing
 
-@testable import KeychainDaemon
+@testable import KeychainClient
 
 @Suite("keychaind's log lines")
-struct DaemonLogHandlerTests {
+struct ProcessLogHandlerTests {
     @Test("one line per message: the program, the level from warning up, the message, the metadata sorted")
     func plainLines() {
-        let handler = DaemonLogHandler(program: "keychaind", environment: [:])
+        let handler = ProcessLogHandler(program: "keychaind", environment: [:])
         #expect(handler.logLevel == .info)
         #expect(handler.format(.info, "serving /run/x", [:]) == "keychaind: serving /run/x\n")
         #expect(handler.format(.warning, "keychain.password.wrong", ["b": "2", "a": "1"])
@@ -17,7 +17,7 @@ struct DaemonLogHandlerTests {
 
     @Test("under systemd (JOURNAL_STREAM set) each line starts with its syslog priority, for journald")
     func journalPriorities() {
-        let handler = DaemonLogHandler(program: "keychaind", environment: ["JOURNAL_STREAM": "8:1234"])
+        let handler = ProcessLogHandler(program: "keychaind", environment: ["JOURNAL_STREAM": "8:1234"])
         #expect(handler.format(.info, "serving", [:]) == "<6>keychaind: serving\n")
         #expect(handler.format(.warning, "w", [:]) == "<4>keychaind: warning: w\n")
         #expect(handler.format(.critical, "c", [:]) == "<2>keychaind: critical: c\n")
@@ -26,7 +26,7 @@ struct DaemonLogHandlerTests {
 
     @Test("KEYCHAIN_LOG_LEVEL chooses the level; an unknown one keeps info")
     func level() {
-        #expect(DaemonLogHandler(program: "k", environment: ["KEYCHAIN_LOG_LEVEL": "debug"]).logLevel == .debug)
-        #expect(DaemonLogHandler(program: "k", environment: ["KEYCHAIN_LOG_LEVEL": "loud"]).logLevel == .info)
+        #expect(ProcessLogHandler(program: "k", environment: ["KEYCHAIN_LOG_LEVEL": "debug"]).logLevel == .debug)
+        #expect(ProcessLogHandler(program: "k", environment: ["KEYCHAIN_LOG_LEVEL": "loud"]).logLevel == .info)
     }
 }
