@@ -28,13 +28,13 @@ final class ConnectionContexts {
     /// The request with every context stand-in replaced by the daemon's own context of that id.
     func substitute(_ request: Request) -> Request {
         switch request {
-        case .add(let d, let r): .add(substitute(d), r)
-        case .search(let d, let r): .search(substitute(d), r)
-        case .update(let q, let a, let r): .update(substitute(q), a, r)
-        case .delete(let d, let r): .delete(substitute(d), r)
-        case .upsert(let q, let secret, let a, let r): .upsert(substitute(q), secret: secret, a, r)
-        case .replaceAll(let m, let a, let r): .replaceAll(substitute(m), substitute(a), r)
-        case .useKey(let d, let use, let r): .useKey(substitute(d), use, r)
+        case .add(let q, let r): .add(substitute(q), r)
+        case .search(let q, let r): .search(substitute(q), r)
+        case .update(let q, let u, let r): .update(substitute(q), u, r)
+        case .delete(let q, let r): .delete(substitute(q), r)
+        case .upsert(let q, let u, let r): .upsert(substitute(q), u, r)
+        case .replaceAll(let m, let q, let r): .replaceAll(substitute(m), substitute(q), r)
+        case .useKey(let q, let use, let r): .useKey(substitute(q), use, r)
         case .generateKeyPair(let g, let r): .generateKeyPair(substitute(g), r)
         default: request
         }
@@ -43,6 +43,13 @@ final class ConnectionContexts {
     private func substitute(_ generation: KeyGeneration) -> KeyGeneration {
         var out = generation
         out.privateAttributes = substitute(generation.privateAttributes)
+        return out
+    }
+
+    private func substitute(_ query: ItemQuery) -> ItemQuery {
+        guard let standIn = query.authenticationContext else { return query }
+        var out = query
+        out.authenticationContext = context(standIn.snapshot)
         return out
     }
 

@@ -74,7 +74,7 @@ extension KeychainDaemonServer {
     static func itemKeychain(of request: Request, service: EmbeddedKeychainService) -> String? {
         let named: KeychainReference?
         switch request {
-        case .add(_, let r), .search(_, let r), .update(_, _, let r), .delete(_, let r), .upsert(_, _, _, let r),
+        case .add(_, let r), .search(_, let r), .update(_, _, let r), .delete(_, let r), .upsert(_, _, let r),
              .replaceAll(_, _, let r), .useKey(_, _, let r), .exportItems(_, let r), .certificates(_, let r),
              .importItems(_, let r), .generateKeyPair(_, let r):
             named = r

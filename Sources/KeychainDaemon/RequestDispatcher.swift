@@ -27,9 +27,9 @@ enum RequestDispatcher {
                 return .count(try service.changePassword(of: r, old: old, new: new))
             case .add(let d, let r): return .found(try service.add(d, to: r))
             case .search(let d, let r): return .items(try service.search(d, in: r))
-            case .update(let q, let a, let r): return .count(try service.update(q, with: a, in: r))
+            case .update(let q, let u, let r): return .count(try service.update(q, with: u, in: r))
             case .delete(let d, let r): return .count(try service.delete(d, in: r))
-            case .upsert(let q, let secret, let a, let r): try service.upsert(q, secret: secret, attributes: a, in: r)
+            case .upsert(let q, let u, let r): try service.upsert(q, changes: u, in: r)
             case .replaceAll(let m, let a, let r): return .count(try service.replaceAll(matching: m, with: a, in: r))
             case .allItems(let r, let secrets): return .items(try service.allItems(in: r, includingSecrets: secrets))
             case .useKey(let d, let use, let r): return .secret(try service.useKey(d, use, in: r))
@@ -60,7 +60,7 @@ enum RequestDispatcher {
             KeychainEvent(kind: kind, keychain: (keychain ?? service.defaultKeychain()).path, pid: pid)
         }
         switch request {
-        case .add(_, let r), .upsert(_, _, _, let r), .replaceAll(_, _, let r), .generateKeyPair(_, let r),
+        case .add(_, let r), .upsert(_, _, let r), .replaceAll(_, _, let r), .generateKeyPair(_, let r),
              .importItems(_, let r): return on(.add, r)
         case .restore(_, _, let r): return on(.add, r)
         case .importSecrets(let request, let r): return request.dryRun ? nil : on(.add, r)

@@ -63,6 +63,22 @@ public final class KeychainClient: Sendable {
         try service.replaceAll(matching: matching, with: attributes, in: keychain)
     }
 
+    // The same calls with requests already parsed (`Security` parses Apple's dictionary once, for the result's
+    // shape too) or built typed.
+
+    @discardableResult
+    public func add(_ item: ItemQuery) throws(KeychainError) -> FoundItem { try service.add(item, to: keychain) }
+
+    public func search(_ query: ItemQuery) throws(KeychainError) -> [FoundItem] { try service.search(query, in: keychain) }
+
+    @discardableResult
+    public func update(_ query: ItemQuery, with changes: ItemUpdate) throws(KeychainError) -> Int {
+        try service.update(query, with: changes, in: keychain)
+    }
+
+    @discardableResult
+    public func delete(_ query: ItemQuery) throws(KeychainError) -> Int { try service.delete(query, in: keychain) }
+
     /// Ends the service's use before the process exits (an embedded service folds the WAL and records the files).
     public func close() { service.close() }
 }

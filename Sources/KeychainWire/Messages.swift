@@ -6,7 +6,7 @@ import Foundation
 import KeychainCore
 
 /// The protocol version. A client and a daemon of different versions refuse each other with a clear error.
-public let keychainProtocolVersion = 1
+public let keychainProtocolVersion = 2
 
 /// Hard limits: a request carries at most one secret (4 MiB) and its dictionaries; answers may list many items.
 public enum WireLimits {
@@ -49,19 +49,19 @@ public enum Request: Sendable {
     case settings(KeychainReference)
     case setSettings(KeychainSettings, KeychainReference)
     case changePassword(KeychainReference, old: SecretBytes?, new: SecretBytes?)
-    case add([String: QueryValue], KeychainReference?)
-    case search([String: QueryValue], KeychainReference?)
-    case update([String: QueryValue], [String: QueryValue], KeychainReference?)
-    case delete([String: QueryValue], KeychainReference?)
-    case upsert([String: QueryValue], secret: SecretBytes, [String: QueryValue], KeychainReference?)
-    case replaceAll([String: QueryValue], [String: QueryValue], KeychainReference?)
+    case add(ItemQuery, KeychainReference?)
+    case search(ItemQuery, KeychainReference?)
+    case update(ItemQuery, ItemUpdate, KeychainReference?)
+    case delete(ItemQuery, KeychainReference?)
+    case upsert(ItemQuery, ItemUpdate, KeychainReference?)
+    case replaceAll(ItemQuery, ItemQuery, KeychainReference?)
     case allItems(KeychainReference, includingSecrets: Bool)
     case authenticateOwner(SecretBytes, AuthenticationContext.Snapshot, KeychainReference?)
-    case useKey([String: QueryValue], KeyUse, KeychainReference?)
+    case useKey(ItemQuery, KeyUse, KeychainReference?)
     case generateKeyPair(KeyGeneration, KeychainReference?)
     case importItems(ItemImport, KeychainReference?)
     case exportItems(ItemExport, KeychainReference?)
-    case certificates([String: QueryValue], KeychainReference?)
+    case certificates(ItemQuery, KeychainReference?)
     /// Turns this connection into an event stream: the daemon answers `done`, then sends `event` frames only.
     case subscribe
     /// From another keychaind started for the Secret Service (D-Bus activation) while this one serves the socket:
@@ -105,13 +105,12 @@ public enum Request: Sendable {
         case .setSettings(let s, let r): w.byte(15); w.settings(s); w.reference(r)
         case .changePassword(let r, let old, let new):
             w.byte(16); w.reference(r); w.optionalSecret(old); w.optionalSecret(new)
-        case .add(let d, let r): w.byte(17); try w.dictionary(d); w.optionalReference(r)
-        case .search(let d, let r): w.byte(18); try w.dictionary(d); w.optionalReference(r)
-        case .update(let q, let a, let r): w.byte(19); try w.dictionary(q); try w.dictionary(a); w.optionalReference(r)
-        case .delete(let d, let r): w.byte(20); try w.dictionary(d); w.optionalReference(r)
-        case .upsert(let q, let secret, let a, let r):
-            w.byte(21); try w.dictionary(q); w.secret(secret); try w.dictionary(a); w.optionalReference(r)
-        case .replaceAll(let m, let a, let r): w.byte(22); try w.dictionary(m); try w.dictionary(a); w.optionalReference(r)
+        case .add(let q, let r): w.byte(17); w.itemQuery(q); w.optionalReference(r)
+        case .search(let q, let r): w.byte(18); w.itemQuery(q); w.optionalReference(r)
+        case .update(let q, let u, let r): w.byte(19); w.itemQuery(q); w.itemUpdate(u); w.optionalReference(r)
+        case .delete(let q, let r): w.byte(20); w.itemQuery(q); w.optionalReference(r)
+        case .upsert(let q, let u, let r): w.byte(21); w.itemQuery(q); w.itemUpdate(u); w.optionalReference(r)
+        case .replaceAll(let m, let q, let r): w.byte(22); w.itemQuery(m); w.itemQuery(q); w.optionalReference(r)
         case .allItems(let r, let secrets): w.byte(23); w.reference(r); w.bool(secrets)
         case .authenticateOwner(let password, let context, let r):
             w.byte(25); w.secret(password); w.contextSnapshot(context); w.optionalReference(r)
@@ -154,7 +153,7 @@ public enum Request: Sendable {
                 w.byte(1); w.secret(file); w.secret(password)
             }
             w.optionalReference(r)
-        case .useKey(let d, let use, let r): w.byte(27); try w.dictionary(d); w.keyUse(use); w.optionalReference(r)
+        case .useKey(let q, let use, let r): w.byte(27); w.itemQuery(q); w.keyUse(use); w.optionalReference(r)
         case .generateKeyPair(let g, let r):
             w.byte(28); w.string(g.keyType); w.int(Int64(g.bits)); try w.dictionary(g.privateAttributes)
             w.bool(g.publicAttributes != nil)
@@ -166,7 +165,7 @@ public enum Request: Sendable {
         case .exportItems(let e, let r):
             w.byte(30); w.byte(e.selection.rawValue); w.string(e.format.rawValue); w.optionalSecret(e.passphrase)
             w.optionalReference(r)
-        case .certificates(let d, let r): w.byte(31); try w.dictionary(d); w.optionalReference(r)
+        case .certificates(let q, let r): w.byte(31); w.itemQuery(q); w.optionalReference(r)
         }
         return w.finish()
     }
@@ -195,12 +194,12 @@ public enum Request: Sendable {
         case 14: request = .settings(try r.reference())
         case 15: request = .setSettings(try r.settings(), try r.reference())
         case 16: request = .changePassword(try r.reference(), old: try r.optionalSecret(), new: try r.optionalSecret())
-        case 17: request = .add(try r.dictionary(), try r.optionalReference())
-        case 18: request = .search(try r.dictionary(), try r.optionalReference())
-        case 19: request = .update(try r.dictionary(), try r.dictionary(), try r.optionalReference())
-        case 20: request = .delete(try r.dictionary(), try r.optionalReference())
-        case 21: request = .upsert(try r.dictionary(), secret: try r.secret(), try r.dictionary(), try r.optionalReference())
-        case 22: request = .replaceAll(try r.dictionary(), try r.dictionary(), try r.optionalReference())
+        case 17: request = .add(try r.itemQuery(), try r.optionalReference())
+        case 18: request = .search(try r.itemQuery(), try r.optionalReference())
+        case 19: request = .update(try r.itemQuery(), try r.itemUpdate(), try r.optionalReference())
+        case 20: request = .delete(try r.itemQuery(), try r.optionalReference())
+        case 21: request = .upsert(try r.itemQuery(), try r.itemUpdate(), try r.optionalReference())
+        case 22: request = .replaceAll(try r.itemQuery(), try r.itemQuery(), try r.optionalReference())
         case 23: request = .allItems(try r.reference(), includingSecrets: try r.bool())
         case 25: request = .authenticateOwner(try r.secret(), try r.contextSnapshot(), try r.optionalReference())
         case 24:
@@ -254,7 +253,7 @@ public enum Request: Sendable {
             default: throw .malformed("import source")
             }
             request = .importSecrets(SecretImport(source, dryRun: dryRun), try r.optionalReference())
-        case 27: request = .useKey(try r.dictionary(), try r.keyUse(), try r.optionalReference())
+        case 27: request = .useKey(try r.itemQuery(), try r.keyUse(), try r.optionalReference())
         case 28:
             let keyType = try r.string()
             guard let bits = Int(exactly: try r.int()), (0...16384).contains(bits) else { throw .malformed("key size") }
@@ -278,7 +277,7 @@ public enum Request: Sendable {
             else { throw .malformed("export") }
             request = .exportItems(ItemExport(selection: selection, format: format, passphrase: try r.optionalSecret()),
                                    try r.optionalReference())
-        case 31: request = .certificates(try r.dictionary(), try r.optionalReference())
+        case 31: request = .certificates(try r.itemQuery(), try r.optionalReference())
         default: throw .malformed("request")
         }
         guard r.atEnd else { throw .malformed("request (trailing bytes)") }

@@ -85,11 +85,7 @@ extension WireWriter {
         string(item.uuid.uuidString)
         bool(item.accessControl != nil)
         if let ac = item.accessControl { accessControl(ac) }
-        int(Int64(item.attributes.count))
-        for (code, value) in item.attributes.sorted(by: { $0.key < $1.key }) {
-            string(code)
-            attribute(value)
-        }
+        attributes(item.attributes)
     }
 
     public mutating func found(_ f: FoundItem) {
@@ -206,13 +202,7 @@ extension WireReader {
         guard let itemClass = ItemClass(rawValue: try string()) else { throw .malformed("item class") }
         guard let uuid = UUID(uuidString: try string()) else { throw .malformed("UUID") }
         let accessControl = try bool() ? try self.accessControl() : nil
-        let n = try elementCount()
-        var attributes: [String: AttributeValue] = [:]
-        for _ in 0..<n {
-            let code = try string()
-            attributes[code] = try attribute()
-        }
-        return Item(itemClass: itemClass, attributes: attributes, accessControl: accessControl, uuid: uuid)
+        return Item(itemClass: itemClass, attributes: try attributes(), accessControl: accessControl, uuid: uuid)
     }
 
     public mutating func found() throws(WireError) -> FoundItem {
@@ -253,5 +243,157 @@ extension WireReader {
         }
         let info: Data? = try bool() ? Data(try blob()) : nil
         return KeyUse(operation, algorithm: algorithm, input: input, peerPublicKey: peer, requestedSize: size, sharedInfo: info)
+    }
+}
+
+// MARK: - Typed item requests (parsed in the client; held to the parser's shape by the service, `checked()`)
+
+extension WireWriter {
+    public mutating func itemQuery(_ q: ItemQuery) {
+        string(q.operation.rawValue)
+        string(q.itemClass.rawValue)
+        attributes(q.attributes)
+        optionalString(q.accessGroup)
+        optionalString(q.accessibility?.rawValue)
+        bool(q.accessControl != nil)
+        if let ac = q.accessControl { accessControl(ac) }
+        let sync: UInt8 = switch q.sync { case .nonSynchronizable: 0; case .synchronizable: 1; case .any: 2 }
+        byte(sync)
+        optionalSecret(q.valueData)
+        bool(q.persistentReference != nil)
+        if let reference = q.persistentReference { blob(reference.data) }
+        bool(q.itemList != nil)
+        if let list = q.itemList {
+            int(Int64(list.count))
+            for reference in list { blob(reference.data) }
+        }
+        int(Int64(q.limit.count ?? -1))
+        bool(q.limit.returnsArray)
+        byte(q.returnTypes.rawValue)
+        string(q.authenticationUI.rawValue)
+        optionalString(q.operationPrompt)
+        switch q.applicationAccess {
+        case nil: byte(0)
+        case .anyApplication: byte(1)
+        case .applications(let paths):
+            byte(2)
+            int(Int64(paths.count))
+            for path in paths { string(path) }
+        }
+        bool(q.authenticationContext != nil)
+        if let context = q.authenticationContext { contextSnapshot(context.snapshot) }
+        bool(q.dataProtectionKeychain)
+    }
+
+    public mutating func itemUpdate(_ u: ItemUpdate) {
+        attributes(u.attributes)
+        optionalString(u.accessGroup)
+        optionalString(u.accessibility?.rawValue)
+        bool(u.accessControl != nil)
+        if let ac = u.accessControl { accessControl(ac) }
+        let synchronizable: UInt8 = switch u.synchronizable { case nil: 0; case false?: 1; case true?: 2 }
+        byte(synchronizable)
+        optionalSecret(u.valueData)
+    }
+
+    mutating func attributes(_ attributes: [String: AttributeValue]) {
+        int(Int64(attributes.count))
+        for (code, value) in attributes.sorted(by: { $0.key < $1.key }) {
+            string(code)
+            attribute(value)
+        }
+    }
+}
+
+extension WireReader {
+    public mutating func itemQuery() throws(WireError) -> ItemQuery {
+        guard let operation = KeychainCore.Operation(rawValue: try string()) else { throw .malformed("operation") }
+        guard let itemClass = ItemClass(rawValue: try string()) else { throw .malformed("item class") }
+        var q = ItemQuery(operation: operation, itemClass: itemClass)
+        q.attributes = try attributes()
+        q.accessGroup = try optionalString()
+        q.accessibility = try optionalAccessibility()
+        q.accessControl = try bool() ? try accessControl() : nil
+        switch try byte() {
+        case 0: q.sync = .nonSynchronizable
+        case 1: q.sync = .synchronizable
+        case 2: q.sync = .any
+        default: throw .malformed("synchronizable")
+        }
+        q.valueData = try optionalSecret()
+        q.persistentReference = try bool() ? try persistentReference() : nil
+        if try bool() {
+            let n = try elementCount()
+            var list: [PersistentReference] = []
+            for _ in 0..<n { list.append(try persistentReference()) }
+            q.itemList = list
+        }
+        let count = try int()
+        guard count >= -1, let limit = Int(exactly: count) else { throw .malformed("match limit") }
+        q.limit = MatchLimit(count: limit < 0 ? nil : limit, returnsArray: try bool())
+        q.returnTypes = ReturnTypes(rawValue: try byte())
+        guard let ui = AuthenticationUI(rawValue: try string()) else { throw .malformed("authentication UI") }
+        q.authenticationUI = ui
+        q.operationPrompt = try optionalString()
+        switch try byte() {
+        case 0: q.applicationAccess = nil
+        case 1: q.applicationAccess = .anyApplication
+        case 2:
+            let n = try elementCount()
+            var paths: [String] = []
+            for _ in 0..<n { paths.append(try string()) }
+            q.applicationAccess = .applications(paths)
+        default: throw .malformed("application access")
+        }
+        if try bool() {
+            // A stand-in carrying the client's id and settings; keychaind swaps in its own context of that id.
+            let snapshot = try contextSnapshot()
+            let context = AuthenticationContext(id: snapshot.id)
+            context.adopt(snapshot)
+            q.authenticationContext = context
+        }
+        q.dataProtectionKeychain = try bool()
+        return q
+    }
+
+    public mutating func itemUpdate() throws(WireError) -> ItemUpdate {
+        var u = ItemUpdate()
+        u.attributes = try attributes()
+        u.accessGroup = try optionalString()
+        u.accessibility = try optionalAccessibility()
+        u.accessControl = try bool() ? try accessControl() : nil
+        switch try byte() {
+        case 0: u.synchronizable = nil
+        case 1: u.synchronizable = false
+        case 2: u.synchronizable = true
+        default: throw .malformed("synchronizable")
+        }
+        u.valueData = try optionalSecret()
+        return u
+    }
+
+    mutating func attributes() throws(WireError) -> [String: AttributeValue] {
+        let n = try elementCount()
+        var attributes: [String: AttributeValue] = [:]
+        for _ in 0..<n {
+            let code = try string()
+            attributes[code] = try attribute()
+        }
+        return attributes
+    }
+
+    mutating func optionalAccessibility() throws(WireError) -> Accessibility? {
+        guard let raw = try optionalString() else { return nil }
+        guard let accessibility = Accessibility(rawValue: raw) else { throw .malformed("accessibility") }
+        return accessibility
+    }
+
+    mutating func persistentReference() throws(WireError) -> PersistentReference {
+        let bytes = try blob()
+        do {
+            return try PersistentReference(data: Data(bytes))
+        } catch {
+            throw .malformed("persistent reference")
+        }
     }
 }

@@ -26,8 +26,8 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
             entries.removeValue(forKey: kSecValueRef as String)
             entries = certificate.certificate.itemAttributes(entries)
         }
-        let query = try QueryParser.parse(entries, for: .add)  // for the result's shape
-        let found = try KeychainClient.shared().add(entries)
+        let query = try QueryParser.parse(entries, for: .add)  // once: the request, and the result's shape
+        let found = try KeychainClient.shared().add(query)
         if let result, !query.returnTypes.isEmpty {
             let value = Bridge.result(for: found, types: query.returnTypes)
             result.pointee = query.limit.returnsArray ? NSArray(array: value.map { [$0] } ?? []) : value
@@ -37,21 +37,22 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
     run { () throws(KeychainError) in
-        var entries = try Bridge.entries(query)
-        let parsed = try QueryParser.parse(entries, for: .search)  // for the result's shape
+        let entries = try Bridge.entries(query)
+        var parsed = try QueryParser.parse(entries, for: .search)  // once: the request, and the result's shape
         if entries["class"] == .string("idnt") {
             let value = try Identities.copyMatching(entries, parsed)
             if let result, !parsed.returnTypes.isEmpty { result.pointee = value }
             return
         }
+        let shape = parsed.returnTypes
         // kSecReturnRef on keys: SecKey objects, made from each item's persistent reference.
-        let keyReferences = parsed.returnTypes.contains(.ref) && entries["class"] == .string("keys")
-        if keyReferences { entries["r_PersistentRef"] = .bool(true) }
+        let keyReferences = shape.contains(.ref) && parsed.itemClass == .key
+        if keyReferences { parsed.returnTypes.insert(.persistentRef) }
         // kSecReturnRef on certificates: SecCertificate objects, made from each item's DER.
-        let certificateReferences = parsed.returnTypes.contains(.ref) && entries["class"] == .string("cert")
-        if certificateReferences { entries["r_Data"] = .bool(true) }
-        let found = try KeychainClient.shared().search(entries)
-        guard let result, !parsed.returnTypes.isEmpty else { return }
+        let certificateReferences = shape.contains(.ref) && parsed.itemClass == .certificate
+        if certificateReferences { parsed.returnTypes.insert(.data) }
+        let found = try KeychainClient.shared().search(parsed)
+        guard let result, !shape.isEmpty else { return }
         func reference(for item: FoundItem) throws(KeychainError) -> AnyObject? {
             if keyReferences { return try StoredKeys.reference(for: item) }
             if certificateReferences, let der = item.secret?.unprotectedData() {
@@ -60,9 +61,9 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
             return nil
         }
         func value(_ item: FoundItem) throws(KeychainError) -> AnyObject? {
-            let shaped = Bridge.result(for: item, types: parsed.returnTypes)
+            let shaped = Bridge.result(for: item, types: shape)
             guard let key = try reference(for: item) else { return shaped }
-            guard parsed.returnTypes.wantsDictionary, let dictionary = shaped as? NSDictionary else { return key }
+            guard shape.wantsDictionary, let dictionary = shaped as? NSDictionary else { return key }
             return Bridge.dictionary(dictionary, adding: [kSecValueRef as String: key])
         }
         if parsed.limit.returnsArray {
@@ -77,7 +78,9 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     run { () throws(KeychainError) in
-        try KeychainClient.shared().update(Bridge.entries(query), with: Bridge.entries(attributesToUpdate))
+        let parsed = try QueryParser.parse(Bridge.entries(query), for: .update)
+        let changes = try QueryParser.parseUpdate(Bridge.entries(attributesToUpdate), itemClass: parsed.itemClass)
+        try KeychainClient.shared().update(parsed, with: changes)
     }
 }
 
@@ -85,7 +88,7 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     run { () throws(KeychainError) in
         let entries = try Bridge.entries(query)
         if entries["class"] == .string("idnt") { return try Identities.delete(entries) }
-        try KeychainClient.shared().delete(entries)
+        try KeychainClient.shared().delete(QueryParser.parse(entries, for: .delete))
     }
 }
 

@@ -204,7 +204,8 @@ struct BoundaryTests {
         let name = try #require(try FileManager.default.contentsOfDirectory(atPath: runtime.path).first { $0.hasSuffix(".sock") })
         let socket = runtime.appendingPathComponent(name).path
         let session = try Request.session(ClientSession(terminal: nil, display: nil, waylandDisplay: nil, term: nil)).encode()
-        let search = try Request.search(["class": "genp", "svce": "svc", "acct": "acct", "r_Data": true], nil).encode()
+        let query = try QueryParser.parse(["class": "genp", "svce": "svc", "acct": "acct", "r_Data": true], for: .search)
+        let search = try Request.search(query, nil).encode()
         var frames: [UInt8] = []
         for payload in [Framing.hello(), session, search] {
             withUnsafeBytes(of: UInt32(payload.count).bigEndian) { frames.append(contentsOf: $0) }

@@ -48,6 +48,39 @@ struct KeychainServiceTests {
         s.close()
     }
 
+    /// keychaind hands the service what a client wrote on its socket; the service holds every typed request to
+    /// what Apple's dictionaries can say, at each entry, so a forged one changes nothing.
+    @Test("typed requests: a forged one is refused at every entry and changes nothing; a built one works")
+    func typedRequests() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let s = service(root)
+        let added = try s.add(["class": "genp", "acct": "a", "svce": "s", "v_Data": .data(Data("x".utf8))], to: nil)
+        var forged = ItemQuery(operation: .add, itemClass: .genericPassword)
+        forged.attributes = ["acct": .string("b"), "srvr": .string("an internet password's")]
+        #expect(status { try s.add(forged, to: nil) } == -25303)
+        forged.attributes = ["acct": .string("b")]
+        forged.operation = .search
+        #expect(status { try s.add(forged, to: nil) } == -50)  // a search request is no add
+        var search = ItemQuery(operation: .search, itemClass: .genericPassword)
+        search.limit = .all
+        #expect(try s.search(search, in: nil).count == 1)
+        var loosened = ItemQuery(operation: .delete, itemClass: .genericPassword)
+        loosened.limit = .one
+        #expect(status { try s.delete(loosened, in: nil) } == -50)
+        var badChange = ItemUpdate(secret: SecretBytes(utf8: "y"))
+        badChange.attributes["ggrp"] = .string("shared")
+        #expect(status { try s.update(.item(added.item.persistentReference, for: .update), with: badChange, in: nil) } == -50)
+        #expect(try s.search(.item(added.item.persistentReference, for: .search, returning: .data), in: nil)
+                .first?.secret?.unprotectedString() == "x")
+        #expect(try s.update(.item(added.item.persistentReference, for: .update), with: ItemUpdate(secret: SecretBytes(utf8: "y")),
+                             in: nil) == 1)
+        #expect(try s.search(.item(added.item.persistentReference, for: .search, returning: .data), in: nil)
+                .first?.secret?.unprotectedString() == "y")
+        #expect(try s.delete(.item(added.item.persistentReference, for: .delete), in: nil) == 1)
+        s.close()
+    }
+
     @Test("create, lock, unlock, change password, settings and delete through the service")
     func keychainLifecycle() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")

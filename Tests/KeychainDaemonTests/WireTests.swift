@@ -7,26 +7,39 @@ import Testing
 
 @Suite("Daemon protocol: messages and hostile frames")
 struct WireTests {
-    @Test("every request survives encoding, secrets and dictionaries included")
+    @Test("every request survives encoding, secrets and typed queries included")
     func requestRoundTrip() throws {
         let work = KeychainReference(path: "/tmp/k/work.keychain-db")
         let dictionary: [String: QueryValue] = [
-            "class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "s3cret")), "port": .int(443),
-            "r_Data": true, "m_Limit": "m_LimitAll", "when": .date(Date(timeIntervalSince1970: 1)), "blob": .data(Data([0, 1])),
+            "class": "inet", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "s3cret")), "port": .int(443),
+            "r_Data": true, "r_Attributes": true, "m_Limit": "m_LimitAll", "cdat": .date(Date(timeIntervalSince1970: 1)),
+            "srvr": .data(Data([0, 1])), "agrp": "group", "sync": "syna", "u_OpPrompt": "why",
             "accc": .accessControl(try AccessControl(protection: .whenUnlocked, flags: [.userPresence])),
-            "list": .array([.data(Data([9])), .null]),
         ]
+        let search = try QueryParser.parse(dictionary, for: .search)
+        var add = try QueryParser.parse(["class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "x")),
+                                         "pdmn": "ak", "nleg": true, "musr": .null,
+                                         "acls": .array(["/usr/bin/git"])], for: .add)
+        add.applicationAccess = .applications(["/usr/bin/git", "/usr/bin/ssh"])
+        let byReference = ItemQuery.item(PersistentReference(itemClass: .key, uuid: UUID()), for: .search,
+                                         returning: [.ref, .persistentRef])
+        var changes = ItemUpdate(label: "x", secret: SecretBytes(utf8: "y"))
+        changes.synchronizable = true
+        changes.accessibility = .afterFirstUnlock
         let requests: [Request] = [
             .resolve("work"), .defaultKeychain, .searchList, .setSearchList([work, work]), .state(work), .subscribe,
             .createKeychain(work, password: SecretBytes(utf8: "pw"), settings: .appleDefault),
             .unlock(work, password: nil), .changePassword(work, old: SecretBytes(utf8: "a"), new: nil),
-            .add(dictionary, work), .search(dictionary, nil), .update(dictionary, ["labl": "x"], work),
-            .upsert(dictionary, secret: SecretBytes(utf8: "x"), ["labl": "y"], nil), .allItems(work, includingSecrets: true),
-            .useKey(["class": "keys"], KeyUse(.sign, algorithm: "algid:sign:ECDSA:message-X962:SHA256",
-                                              input: SecretBytes(utf8: "m")), work),
-            .useKey(["v_PersistentRef": .data(Data([1]))], KeyUse(.keyExchange, algorithm: "algid:keyexchange:ECDH",
-                                                                  peerPublicKey: Data([4, 1]), requestedSize: 32,
-                                                                  sharedInfo: Data([7])), nil),
+            .add(add, work), .search(search, nil), .search(byReference, work),
+            .update(try QueryParser.parse(["class": "genp"], for: .update), changes, work),
+            .delete(try QueryParser.parse(["class": "genp", "m_ItemList": .array([])], for: .delete), nil),
+            .upsert(add, ItemUpdate(), nil), .replaceAll(try QueryParser.parse(["class": "genp"], for: .delete), add, nil),
+            .allItems(work, includingSecrets: true),
+            .useKey(try QueryParser.parse(["class": "keys"], for: .search),
+                    KeyUse(.sign, algorithm: "algid:sign:ECDSA:message-X962:SHA256", input: SecretBytes(utf8: "m")), work),
+            .useKey(byReference, KeyUse(.keyExchange, algorithm: "algid:keyexchange:ECDH", peerPublicKey: Data([4, 1]),
+                                        requestedSize: 32, sharedInfo: Data([7])), nil),
+            .certificates(try QueryParser.parse(["class": "cert", "labl": "c"], for: .search), work),
             .generateKeyPair(KeyGeneration(keyType: "73", bits: 256, privateAttributes: ["atag": .data(Data([1]))],
                                            publicAttributes: nil), work),
             .generateKeyPair(KeyGeneration(keyType: "42", bits: 2048, privateAttributes: [:],
@@ -47,12 +60,91 @@ struct WireTests {
             let decoded = try Request.decode(bytes)
             #expect(try decoded.encode() == bytes)
         }
-        guard case .add(let d, let r) = try Request.decode(try Request.add(dictionary, work).encode()) else {
-            Issue.record("not an add")
+        guard case .search(let q, let r) = try Request.decode(try Request.search(search, work).encode()) else {
+            Issue.record("not a search")
             return
         }
         #expect(r == work)
-        #expect(d == dictionary)
+        #expect(q.itemClass == .internetPassword && q.operation == .search)
+        #expect(q.attributes == search.attributes && q.attributes["srvr"] == .data(Data([0, 1])))
+        #expect(q.accessGroup == "group" && q.sync == .any && q.accessControl == search.accessControl)
+        #expect(q.valueData == SecretBytes(utf8: "s3cret") && q.limit == .all && q.returnTypes == [.data, .attributes])
+        #expect(q.operationPrompt == "why")
+        guard case .update(_, let u, _) = try Request.decode(try Request.update(add, changes, nil).encode()) else {
+            Issue.record("not an update")
+            return
+        }
+        #expect(u.attributes == ["labl": .string("x")] && u.valueData == SecretBytes(utf8: "y"))
+        #expect(u.synchronizable == true && u.accessibility == .afterFirstUnlock)
+        guard case .add(let a, _) = try Request.decode(try Request.add(add, nil).encode()) else {
+            Issue.record("not an add")
+            return
+        }
+        #expect(a.applicationAccess == .applications(["/usr/bin/git", "/usr/bin/ssh"]))
+        #expect(a.dataProtectionKeychain && a.accessibility == .whenUnlocked)
+    }
+
+    /// What a program can write on keychaind's socket is held to what the parser produces: a typed request is no
+    /// way around Apple's rules (an attribute of another class, a value of the wrong kind, a loosened add).
+    @Test("a typed request that the parser could not have made is errSecParam or errSecNoSuchAttr, and changes nothing")
+    func forgedTypedRequests() throws {
+        func status(_ query: ItemQuery) -> Int32? {
+            do {
+                _ = try query.checked()
+                return nil
+            } catch {
+                return error.status.rawValue
+            }
+        }
+        var query = ItemQuery(operation: .add, itemClass: .genericPassword)
+        #expect(status(query) == nil)
+        query.attributes["srvr"] = .string("not a generic password attribute")
+        #expect(status(query) == -25303)
+        query.attributes = ["agrp": .string("group kept in its own field")]
+        #expect(status(query) == -25303)
+        query.attributes = ["cdat": .string("not a date")]
+        #expect(status(query) == -50)
+        query.attributes = ["musr": .data(Data([1, 2, 3]))]
+        #expect(status(query) == -50)
+        query.attributes = [:]
+        query.sync = .any
+        #expect(status(query) == -50)
+        query.sync = .synchronizable
+        query.accessControl = try AccessControl(protection: .whenUnlocked, flags: [.userPresence])
+        #expect(status(query) == -50)
+        query.sync = .nonSynchronizable
+        query.accessibility = .whenUnlocked
+        #expect(status(query) == -50)
+        query.accessibility = nil
+        query.applicationAccess = .applications(["relative/path"])
+        #expect(status(query) == -50)
+        query.applicationAccess = nil
+        query.valueData = SecretBytes(Data(count: ItemRules.maximumSecretSize + 1))
+        #expect(status(query) == -25302)
+        var delete = ItemQuery(operation: .delete, itemClass: .genericPassword)
+        delete.limit = .one
+        #expect(status(delete) == -50)
+        delete.limit = .all
+        delete.applicationAccess = .anyApplication
+        #expect(status(delete) == -50)
+        var search = ItemQuery(operation: .search, itemClass: .genericPassword)
+        search.persistentReference = PersistentReference(itemClass: .genericPassword, uuid: UUID())
+        search.attributes = ["acct": .string("a")]
+        #expect(status(search) == -50)
+        func status(_ update: ItemUpdate) -> Int32? {
+            do {
+                _ = try update.checked(for: .genericPassword)
+                return nil
+            } catch {
+                return error.status.rawValue
+            }
+        }
+        #expect(status(ItemUpdate(label: "fine")) == nil)
+        var update = ItemUpdate()
+        update.attributes = ["ggrp": .string("shared")]
+        #expect(status(update) == -50)
+        update.attributes = ["port": .number(1)]
+        #expect(status(update) == -25303)
     }
 
     @Test("a context travels as its id and settings; whether it is authenticated never does")
@@ -62,9 +154,9 @@ struct WireTests {
         context.reuseDuration = 30
         context.setApplicationPassword(SecretBytes(utf8: "app"))
         context.markOwnerAuthenticated()
-        let bytes = try Request.search(["class": "genp", "u_AuthCtx": .authenticationContext(context)], nil).encode()
-        guard case .search(let d, _) = try Request.decode(bytes), case .authenticationContext(let copy) = d["u_AuthCtx"]
-        else {
+        let query = try QueryParser.parse(["class": "genp", "u_AuthCtx": .authenticationContext(context)], for: .search)
+        let bytes = try Request.search(query, nil).encode()
+        guard case .search(let q, _) = try Request.decode(bytes), let copy = q.authenticationContext else {
             Issue.record("no context")
             return
         }
@@ -99,7 +191,8 @@ struct WireTests {
     @Test("truncated, oversized and garbage frames are errors, never crashes", arguments: 0..<300)
     func hostileFrames(seed: Int) throws {
         var generator = SplitMix64(seed: UInt64(seed))
-        let valid = try Request.add(["class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "s"))], nil).encode()
+        let add = try QueryParser.parse(["class": "genp", "acct": "a", "v_Data": .secret(SecretBytes(utf8: "s"))], for: .add)
+        let valid = try Request.add(add, nil).encode()
         var bytes = valid
         switch seed % 3 {
         case 0: bytes = Array(bytes.prefix(Int(generator.next() % UInt64(bytes.count))))

@@ -78,7 +78,11 @@ public func fuzzQueryParser(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let query = dictionary(&reader)
     let changes = dictionary(&reader)
     if let parsed = try? QueryParser.parse(query, for: operation) {
-        _ = try? QueryParser.parseUpdate(changes, itemClass: parsed.itemClass)
+        // What the parser returns is what keychaind accepts from the wire: the checks must never refuse it.
+        guard (try? parsed.checked()) != nil else { fatalError("a parsed query fails its checks") }
+        if let update = try? QueryParser.parseUpdate(changes, itemClass: parsed.itemClass) {
+            guard (try? update.checked(for: parsed.itemClass)) != nil else { fatalError("a parsed update fails its checks") }
+        }
         _ = String(describing: parsed)
     }
     return 0

@@ -100,18 +100,18 @@ extension EmbeddedKeychainService {
         }
     }
 
-    public func certificates(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+    public func certificates(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError)
         -> [CertificateRecord]
     {
-        var dictionary = query
-        dictionary["class"] = .string("cert")
-        dictionary["r_Data"] = .bool(true)
-        dictionary["r_Attributes"] = .bool(true)
-        dictionary["r_PersistentRef"] = .bool(true)
-        dictionary["m_Limit"] = .string("m_LimitAll")
+        var query = query
+        guard query.itemClass == .certificate, query.operation == .search else {
+            throw .param("certificates are found by a certificate search")
+        }
+        query.returnTypes = [.data, .attributes, .persistentRef]
+        query.limit = .all
         let found: [FoundItem]
         do {
-            found = try search(dictionary, in: keychain)
+            found = try search(query, in: keychain)
         } catch KeychainStatus.itemNotFound {
             return []
         }

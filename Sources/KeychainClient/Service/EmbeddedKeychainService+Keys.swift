@@ -6,20 +6,18 @@ extension EmbeddedKeychainService {
     /// Runs a private-key operation on the one private key `query` selects, here, where the key lives: its bytes
     /// are opened for this call only and never returned (only signatures, plaintexts, shared secrets, the public
     /// key). The key's access control is checked for the use (PrivateKeyUsage: the constraints guard signing).
-    public func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?)
+    public func useKey(_ query: ItemQuery, _ use: KeyUse, in keychain: KeychainReference?)
         throws(KeychainError) -> SecretBytes
     {
-        var dictionary = query
-        if dictionary["v_PersistentRef"] == nil {  // a persistent reference stands alone (Apple's rule)
-            dictionary["class"] = .string("keys")
-            dictionary["kcls"] = .int(1)
+        var query = try query.checked()
+        guard query.operation == .search else { throw .param("a key is found by a search request") }
+        if query.persistentReference == nil {  // a persistent reference stands alone (Apple's rule)
+            guard query.itemClass == .key else { throw .param("a key operation needs a keys query") }
+            query.attributes["kcls"] = .number(1)  // the private key
         }
-        dictionary["r_Data"] = .bool(true)
-        dictionary["r_Attributes"] = .bool(true)
-        dictionary["m_Limit"] = .string("m_LimitOne")
-        dictionary.removeValue(forKey: "r_Ref")
-        dictionary.removeValue(forKey: "r_PersistentRef")
-        let found = try searchForKeyUse(dictionary, in: keychain)
+        query.returnTypes = [.data, .attributes]
+        query.limit = .one
+        let found = try searchForKeyUse(query, in: keychain)
         guard let item = found.first, item.item.itemClass == .key, item.item.attributes["kcls"]?.numberValue == 1 else {
             throw .itemNotFound()
         }

@@ -127,27 +127,25 @@ public final class EmbeddedKeychainService: KeychainService {
     // MARK: - Items
 
     @discardableResult
-    public func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError)
-        -> FoundItem
-    {
-        let query = try QueryParser.parse(attributes, for: .add)
+    public func add(_ item: ItemQuery, to keychain: KeychainReference?) throws(KeychainError) -> FoundItem {
+        let query = try item.checked()
+        guard query.operation == .add else { throw .param("an add needs an add request") }
         let file = try file(orDefault: keychain)
         return try asking(query, file) { grants throws(KeychainError) in
             try file.add(query, caller: caller, grants: grants)
         }
     }
 
-    public func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
-        -> [FoundItem]
-    {
+    public func search(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> [FoundItem] {
         try search(query, in: keychain, grants: AccessGrants())
     }
 
     /// A search with what was granted already (the Secret Service: what its prompt's Allow gave this connection).
-    public func search(_ query: [String: QueryValue], in keychain: KeychainReference?, grants: AccessGrants)
+    public func search(_ query: ItemQuery, in keychain: KeychainReference?, grants: AccessGrants)
         throws(KeychainError) -> [FoundItem]
     {
-        let parsed = try QueryParser.parse(query, for: .search)
+        let parsed = try query.checked()
+        guard parsed.operation == .search else { throw .param("a search needs a search request") }
         let file = try file(orDefault: keychain)
         return try asking(parsed, file, grants: grants) { grants throws(KeychainError) in
             try file.search(parsed, caller: caller, grants: grants)
@@ -155,30 +153,28 @@ public final class EmbeddedKeychainService: KeychainService {
     }
 
     /// A search whose secrets stay here, for a private-key operation (EmbeddedKeychainService+Keys.swift).
-    func searchForKeyUse(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
-        -> [FoundItem]
-    {
-        let parsed = try QueryParser.parse(query, for: .search)
+    func searchForKeyUse(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> [FoundItem] {
         let file = try file(orDefault: keychain)
-        return try asking(parsed, file) { grants throws(KeychainError) in
-            try file.search(parsed, caller: caller, purpose: .keyUse, grants: grants)
+        return try asking(query, file) { grants throws(KeychainError) in
+            try file.search(query, caller: caller, purpose: .keyUse, grants: grants)
         }
     }
 
     @discardableResult
-    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
-                       in keychain: KeychainReference?) throws(KeychainError) -> Int
+    public func update(_ query: ItemQuery, with changes: ItemUpdate, in keychain: KeychainReference?)
+        throws(KeychainError) -> Int
     {
-        try update(query, with: attributes, in: keychain, grants: AccessGrants())
+        try update(query, with: changes, in: keychain, grants: AccessGrants())
     }
 
     /// An update with what was granted already (the Secret Service: a prompt's answer about this item).
     @discardableResult
-    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
-                       in keychain: KeychainReference?, grants: AccessGrants) throws(KeychainError) -> Int
+    public func update(_ query: ItemQuery, with changes: ItemUpdate, in keychain: KeychainReference?,
+                       grants: AccessGrants) throws(KeychainError) -> Int
     {
-        let parsed = try QueryParser.parse(query, for: .update)
-        let changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
+        let parsed = try query.checked()
+        guard parsed.operation == .update else { throw .param("an update needs an update request") }
+        let changes = try changes.checked(for: parsed.itemClass)
         let file = try file(orDefault: keychain)
         return try asking(parsed, file, grants: grants) { grants throws(KeychainError) in
             try file.update(parsed, with: changes, caller: caller, grants: grants)
@@ -186,30 +182,27 @@ public final class EmbeddedKeychainService: KeychainService {
     }
 
     @discardableResult
-    public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int {
+    public func delete(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> Int {
         try delete(query, in: keychain, grants: AccessGrants())
     }
 
     /// A delete with what was granted already (the Secret Service: a prompt's answer about this item).
     @discardableResult
-    public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?, grants: AccessGrants)
+    public func delete(_ query: ItemQuery, in keychain: KeychainReference?, grants: AccessGrants)
         throws(KeychainError) -> Int
     {
-        let parsed = try QueryParser.parse(query, for: .delete)
+        let parsed = try query.checked()
+        guard parsed.operation == .delete else { throw .param("a delete needs a delete request") }
         let file = try file(orDefault: keychain)
         return try asking(parsed, file, grants: grants) { grants throws(KeychainError) in
             try file.delete(parsed, caller: caller, grants: grants)
         }
     }
 
-    public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
-                       in keychain: KeychainReference?) throws(KeychainError)
-    {
-        var addDictionary = query.merging(attributes) { _, new in new }
-        addDictionary["v_Data"] = .secret(secret)
-        let parsed = try QueryParser.parse(addDictionary, for: .add)
-        var changes = try QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass)
-        changes.valueData = secret
+    public func upsert(_ item: ItemQuery, changes: ItemUpdate, in keychain: KeychainReference?) throws(KeychainError) {
+        let parsed = try item.checked()
+        guard parsed.operation == .add else { throw .param("an upsert needs an add request") }
+        let changes = try changes.checked(for: parsed.itemClass)
         let file = try file(orDefault: keychain)
         _ = try asking(parsed, file) { grants throws(KeychainError) in
             try file.addOrUpdate(parsed, changes: changes, caller: caller, grants: grants)
@@ -217,11 +210,14 @@ public final class EmbeddedKeychainService: KeychainService {
     }
 
     @discardableResult
-    public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
-                           in keychain: KeychainReference?) throws(KeychainError) -> Int
+    public func replaceAll(matching: ItemQuery, with item: ItemQuery, in keychain: KeychainReference?)
+        throws(KeychainError) -> Int
     {
-        let matching = try QueryParser.parse(matching, for: .delete)
-        let parsed = try QueryParser.parse(attributes, for: .add)
+        let matching = try matching.checked()
+        let parsed = try item.checked()
+        guard matching.operation == .delete, parsed.operation == .add else {
+            throw .param("a replacement needs a delete request and an add request")
+        }
         let file = try file(orDefault: keychain)
         return try asking(parsed, file) { grants throws(KeychainError) in
             try file.replaceAll(matching: matching, with: parsed, caller: caller, grants: grants)

@@ -75,7 +75,8 @@ public struct ItemQuery: Sendable {
     /// True when the dictionary named any `kSecMatch*` key (the rules for update and delete care).
     var hadMatchKeys = false
 
-    init(operation: Operation, itemClass: ItemClass) {
+    /// An empty query of `operation` on `itemClass`, with the operation's default limit (search one, else all).
+    public init(operation: Operation, itemClass: ItemClass) {
         self.operation = operation
         self.itemClass = itemClass
         self.limit = operation == .search ? .one : .all

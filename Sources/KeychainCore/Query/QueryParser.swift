@@ -103,7 +103,7 @@ public enum QueryParser {
                     case .string(let s): query.valueData = SecretBytes(utf8: s)
                     default: throw .param("kSecValueData must be data")
                     }
-                    try checkSecretSize(query.valueData)
+                    try QueryChecks.secretSize(query.valueData)
                 case "v_PersistentRef":
                     break  // parsed above
                 case "v_Ref":
@@ -176,6 +176,19 @@ public enum QueryParser {
         }
     }
 
+    /// An upsert's two halves: the item to add (`query` and `attributes` merged, with the secret) and the changes
+    /// its duplicate gets.
+    public static func parseUpsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue])
+        throws(KeychainError) -> (item: ItemQuery, changes: ItemUpdate)
+    {
+        var addDictionary = query.merging(attributes) { _, new in new }
+        addDictionary["v_Data"] = .secret(secret)
+        let item = try parse(addDictionary, for: .add)
+        var changes = try parseUpdate(attributes, itemClass: item.itemClass)
+        changes.valueData = secret
+        return (item, changes)
+    }
+
     /// Parses `attributesToUpdate` for `SecItemUpdate`: only attributes of the class and `kSecValueData`.
     public static func parseUpdate(_ dictionary: [String: QueryValue], itemClass: ItemClass) throws(KeychainError)
         -> ItemUpdate
@@ -194,7 +207,7 @@ public enum QueryParser {
                 case .string(let s): update.valueData = SecretBytes(utf8: s)
                 default: throw .param("kSecValueData must be data")
                 }
-                try checkSecretSize(update.valueData)
+                try QueryChecks.secretSize(update.valueData)
                 continue
             }
             guard key.utf8.count == 4, let descriptor = schema[key] else { throw .noSuchAttr(key) }
@@ -278,12 +291,6 @@ public enum QueryParser {
         default:
             // Unknown or legacy-only match keys are recorded and ignored by a search, as on Apple's keychain.
             break
-        }
-    }
-
-    private static func checkSecretSize(_ secret: SecretBytes?) throws(KeychainError) {
-        if let secret, secret.count > ItemRules.maximumSecretSize {
-            throw KeychainError(.dataTooLarge, "a secret holds at most \(ItemRules.maximumSecretSize >> 20) MiB")
         }
     }
 

@@ -252,8 +252,8 @@ struct SecretServiceObjects: Sendable {
     {
         if replace, let existing = try search(attributes, in: keychain).first(where: { SecretItemMapping.attributes(of: $0) == attributes }) {
             guard isReadable(existing) else { throw Failure.isLocked }
-            try service.update(["v_PersistentRef": .data(existing.persistentReference.data)],
-                               with: ["labl": .string(label), "v_Data": .secret(secret)], in: keychain,
+            try service.update(.item(existing.persistentReference, for: .update),
+                               with: ItemUpdate(label: label, secret: secret), in: keychain,
                                grants: grants(for: existing.uuid))
             server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, existing.uuid))
             server.changed(.update, keychain, by: caller)
@@ -311,13 +311,14 @@ struct SecretServiceObjects: Sendable {
             guard let argument = arguments.first else { throw Failure.invalidArgs("SetSecret((oayays))") }
             _ = try unlockedItem(keychain, id)
             let (secret, _) = try secretArgument(argument)
-            try service.update(["v_PersistentRef": .data(reference(id))], with: ["v_Data": .secret(secret)], in: keychain, grants: grants(for: id))
+            try service.update(.item(reference(id), for: .update), with: ItemUpdate(secret: secret), in: keychain,
+                               grants: grants(for: id))
             server.itemSignal("ItemChanged", collection: collectionPath(keychain), item: itemPath(keychain, id))
             server.changed(.update, keychain, by: caller)
             return []
         case "Delete":
             _ = try unlockedItem(keychain, id)
-            try service.delete(["v_PersistentRef": .data(reference(id))], in: keychain, grants: grants(for: id))
+            try service.delete(.item(reference(id), for: .delete), in: keychain, grants: grants(for: id))
             server.itemSignal("ItemDeleted", collection: collectionPath(keychain), item: itemPath(keychain, id))
             server.changed(.delete, keychain, by: caller)
             return [.objectPath("/")]
@@ -326,11 +327,10 @@ struct SecretServiceObjects: Sendable {
         }
     }
 
-    func reference(_ id: UUID) -> Data { PersistentReference(itemClass: .genericPassword, uuid: id).data }
+    func reference(_ id: UUID) -> PersistentReference { PersistentReference(itemClass: .genericPassword, uuid: id) }
 
     func found(_ keychain: KeychainReference, _ id: UUID, secret: Bool = false) throws -> FoundItem {
-        var query: [String: QueryValue] = ["v_PersistentRef": .data(reference(id)), "r_Attributes": true]
-        if secret { query["r_Data"] = true }
+        let query = ItemQuery.item(reference(id), for: .search, returning: secret ? [.attributes, .data] : .attributes)
         let items: [FoundItem]
         do throws(KeychainError) {
             items = try service.search(query, in: keychain, grants: grants(for: id))
@@ -426,7 +426,8 @@ struct SecretServiceObjects: Sendable {
             switch name {
             case "Label":
                 guard let label = value.stringValue else { throw Failure.invalidArgs("Label is a string") }
-                try service.update(["v_PersistentRef": .data(reference(id))], with: ["labl": .string(label)], in: keychain, grants: grants(for: id))
+                try service.update(.item(reference(id), for: .update), with: ItemUpdate(label: label), in: keychain,
+                                   grants: grants(for: id))
             case "Attributes":
                 guard var attributes = value.stringDictionaryValue, SecretItemMapping.isStorable(attributes) else {
                     throw Failure.invalidArgs("Attributes is a{ss}")
@@ -436,7 +437,9 @@ struct SecretServiceObjects: Sendable {
                 var changes = SecretItemMapping.itemAttributes(label: "", attributes: attributes)
                 changes.removeValue(forKey: "class")
                 changes.removeValue(forKey: "labl")
-                try service.update(["v_PersistentRef": .data(reference(id))], with: changes, in: keychain, grants: grants(for: id))
+                try service.update(.item(reference(id), for: .update),
+                                   with: QueryParser.parseUpdate(changes, itemClass: .genericPassword), in: keychain,
+                                   grants: grants(for: id))
             default:
                 throw Failure(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: "\(name) is read-only")
             }

@@ -47,31 +47,35 @@ public protocol KeychainService: Sendable {
         -> Int
 
     // MARK: - Items (Apple's four calls, and two that are one transaction each)
+    //
+    // Typed: a front end parses Apple's dictionaries once, in its own process (the extension below, or
+    // `QueryParser`), and the wire carries the parsed values. The service holds each one to what the parser can
+    // produce (`checked()`), since any program can write them on keychaind's socket.
 
     @discardableResult
-    func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError) -> FoundItem
-    func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> [FoundItem]
+    func add(_ item: ItemQuery, to keychain: KeychainReference?) throws(KeychainError) -> FoundItem
+    func search(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> [FoundItem]
     @discardableResult
-    func update(_ query: [String: QueryValue], with attributes: [String: QueryValue], in keychain: KeychainReference?)
-        throws(KeychainError) -> Int
+    func update(_ query: ItemQuery, with changes: ItemUpdate, in keychain: KeychainReference?) throws(KeychainError)
+        -> Int
     @discardableResult
-    func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int
-    /// Adds the item, or updates its duplicate (the same primary key) with `attributes` and the secret, in one
-    /// transaction; items that merely match a partial query are never touched.
-    func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
-                in keychain: KeychainReference?) throws(KeychainError)
-    /// Deletes every item `matching` selects and adds `attributes`' item, in one transaction.
+    func delete(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> Int
+    /// Adds `item`, or gives its duplicate (the same primary key) `changes`, in one transaction; items that merely
+    /// match a partial query are never touched.
+    func upsert(_ item: ItemQuery, changes: ItemUpdate, in keychain: KeychainReference?) throws(KeychainError)
+    /// Deletes every item `matching` selects and adds `item`, in one transaction.
     @discardableResult
-    func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
-                    in keychain: KeychainReference?) throws(KeychainError) -> Int
+    func replaceAll(matching: ItemQuery, with item: ItemQuery, in keychain: KeychainReference?) throws(KeychainError)
+        -> Int
     /// Every item of the keychain, whatever its group (`dump-keychain`); locked classes are left out.
     func allItems(in keychain: KeychainReference, includingSecrets: Bool) throws(KeychainError) -> [FoundItem]
 
     // MARK: - Keys
 
     /// Runs a private-key operation (sign, decrypt, key exchange, or copy the public key) on the one private key
-    /// `query` selects, where the key lives; its bytes never come back (semantics §5.2).
-    func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?) throws(KeychainError)
+    /// `query` selects (a `keys` query, or a persistent reference), where the key lives; its bytes never come back
+    /// (semantics §5.2).
+    func useKey(_ query: ItemQuery, _ use: KeyUse, in keychain: KeychainReference?) throws(KeychainError)
         -> SecretBytes
     /// Generates a key pair where it is stored and stores it (SecKeyCreateRandomKey with kSecAttrIsPermanent): the
     /// private key never exists outside the service.
@@ -89,7 +93,7 @@ public protocol KeychainService: Sendable {
     /// wrapped where they live (a key that must not leave is refused: errSecKeyIsSensitive).
     func exportItems(_ request: ItemExport, from keychain: KeychainReference?) throws(KeychainError) -> SecretBytes
     /// The certificate items `query` selects, with their hashes, names and whether their private key is here.
-    func certificates(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+    func certificates(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError)
         -> [CertificateRecord]
 
     // MARK: - Backup (`security backup-keychain`, `restore-keychain`)
@@ -140,6 +144,71 @@ public protocol KeychainService: Sendable {
     /// Ends this client's use: an embedded service closes its files (the WAL folded in, the files recorded as
     /// checked). A command-line tool calls it before it exits.
     func close()
+}
+
+/// Apple-style dictionaries, parsed here, in the calling process, into the typed requests above.
+extension KeychainService {
+    @discardableResult
+    public func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError)
+        -> FoundItem
+    {
+        try add(QueryParser.parse(attributes, for: .add), to: keychain)
+    }
+
+    public func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+        -> [FoundItem]
+    {
+        try search(QueryParser.parse(query, for: .search), in: keychain)
+    }
+
+    @discardableResult
+    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
+                       in keychain: KeychainReference?) throws(KeychainError) -> Int
+    {
+        let parsed = try QueryParser.parse(query, for: .update)
+        return try update(parsed, with: QueryParser.parseUpdate(attributes, itemClass: parsed.itemClass), in: keychain)
+    }
+
+    @discardableResult
+    public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int {
+        try delete(QueryParser.parse(query, for: .delete), in: keychain)
+    }
+
+    /// Adds the item (`query` and `attributes`, with `secret`), or updates its duplicate with `attributes` and the
+    /// secret.
+    public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
+                       in keychain: KeychainReference?) throws(KeychainError)
+    {
+        let (item, changes) = try QueryParser.parseUpsert(query, secret: secret, attributes: attributes)
+        try upsert(item, changes: changes, in: keychain)
+    }
+
+    @discardableResult
+    public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
+                           in keychain: KeychainReference?) throws(KeychainError) -> Int
+    {
+        try replaceAll(matching: QueryParser.parse(matching, for: .delete),
+                       with: QueryParser.parse(attributes, for: .add), in: keychain)
+    }
+
+    /// A key operation on the private key `query` selects: its class is `keys` whatever it says, unless a
+    /// persistent reference (which stands alone, Apple's rule) names the key.
+    public func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?)
+        throws(KeychainError) -> SecretBytes
+    {
+        var dictionary = query
+        if dictionary["v_PersistentRef"] == nil { dictionary["class"] = .string("keys") }
+        return try useKey(QueryParser.parse(dictionary, for: .search), use, in: keychain)
+    }
+
+    /// The certificates `query` selects, its class `cert` whatever it says.
+    public func certificates(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+        -> [CertificateRecord]
+    {
+        var dictionary = query
+        dictionary["class"] = .string("cert")
+        return try certificates(QueryParser.parse(dictionary, for: .search), in: keychain)
+    }
 }
 
 extension KeychainService {

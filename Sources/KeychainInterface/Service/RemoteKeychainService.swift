@@ -309,45 +309,39 @@ public final class RemoteKeychainService: KeychainService {
     }
 
     @discardableResult
-    public func add(_ attributes: [String: QueryValue], to keychain: KeychainReference?) throws(KeychainError)
-        -> FoundItem
-    {
-        guard case .found(let f) = try call(.add(attributes, keychain)) else { throw unexpected() }
+    public func add(_ item: ItemQuery, to keychain: KeychainReference?) throws(KeychainError) -> FoundItem {
+        guard case .found(let f) = try call(.add(item, keychain)) else { throw unexpected() }
         return f
     }
 
-    public func search(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
-        -> [FoundItem]
-    {
+    public func search(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> [FoundItem] {
         guard case .items(let list) = try call(.search(query, keychain)) else { throw unexpected() }
         return list
     }
 
     @discardableResult
-    public func update(_ query: [String: QueryValue], with attributes: [String: QueryValue],
-                       in keychain: KeychainReference?) throws(KeychainError) -> Int
+    public func update(_ query: ItemQuery, with changes: ItemUpdate, in keychain: KeychainReference?)
+        throws(KeychainError) -> Int
     {
-        guard case .count(let n) = try call(.update(query, attributes, keychain)) else { throw unexpected() }
+        guard case .count(let n) = try call(.update(query, changes, keychain)) else { throw unexpected() }
         return n
     }
 
     @discardableResult
-    public func delete(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError) -> Int {
+    public func delete(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> Int {
         guard case .count(let n) = try call(.delete(query, keychain)) else { throw unexpected() }
         return n
     }
 
-    public func upsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue],
-                       in keychain: KeychainReference?) throws(KeychainError)
-    {
-        _ = try call(.upsert(query, secret: secret, attributes, keychain))
+    public func upsert(_ item: ItemQuery, changes: ItemUpdate, in keychain: KeychainReference?) throws(KeychainError) {
+        _ = try call(.upsert(item, changes, keychain))
     }
 
     @discardableResult
-    public func replaceAll(matching: [String: QueryValue], with attributes: [String: QueryValue],
-                           in keychain: KeychainReference?) throws(KeychainError) -> Int
+    public func replaceAll(matching: ItemQuery, with item: ItemQuery, in keychain: KeychainReference?)
+        throws(KeychainError) -> Int
     {
-        guard case .count(let n) = try call(.replaceAll(matching, attributes, keychain)) else { throw unexpected() }
+        guard case .count(let n) = try call(.replaceAll(matching, item, keychain)) else { throw unexpected() }
         return n
     }
 
@@ -361,7 +355,7 @@ public final class RemoteKeychainService: KeychainService {
     }
 
     /// Signing, decryption and key exchange run in the daemon, where the key lives; only their results travel.
-    public func useKey(_ query: [String: QueryValue], _ use: KeyUse, in keychain: KeychainReference?)
+    public func useKey(_ query: ItemQuery, _ use: KeyUse, in keychain: KeychainReference?)
         throws(KeychainError) -> SecretBytes
     {
         guard case .secret(let result) = try call(.useKey(query, use, keychain)) else { throw unexpected() }
@@ -392,7 +386,7 @@ public final class RemoteKeychainService: KeychainService {
         return file
     }
 
-    public func certificates(_ query: [String: QueryValue], in keychain: KeychainReference?) throws(KeychainError)
+    public func certificates(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError)
         -> [CertificateRecord]
     {
         guard case .certificates(let list) = try call(.certificates(query, keychain)) else { throw unexpected() }
