@@ -229,10 +229,17 @@ public final class SecretServiceServer: Sendable {
         guard let requestedPath = message.path, let member = message.member, let sender = message.sender else {
             throw Failure.invalidArgs("incomplete call")
         }
-        if message.interface == "org.freedesktop.DBus.Introspectable", member == "Introspect" {
+        // The table of the specification decides what may be called here, and with which arguments, before any
+        // handler (or the identification of the caller) runs.
+        var interface = message.interface
+        if let kind = SecretServiceAPI.kind(of: requestedPath) {
+            interface = try SecretServiceAPI.method(member, interface: interface, signature: message.bodySignature,
+                                                    on: kind).interface
+        }
+        if interface == SecretServiceAPI.introspectable.name, member == "Introspect" {
             return [.string(Self.introspection(for: requestedPath))]
         }
-        if message.interface == "org.freedesktop.DBus.Peer" {
+        if interface == SecretServiceAPI.peer.name {
             if member == "Ping" { return [] }
             if member == "GetMachineId" {
                 let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
@@ -244,17 +251,19 @@ public final class SecretServiceServer: Sendable {
         // the service's properties and OpenSession, do not).
         let identification = identification(of: sender)
         let needsIdentity = !(requestedPath == Self.servicePath
-            && (message.interface == Self.propertiesInterface || member == "OpenSession" || member == "ReadAlias"))
+            && (interface == Self.propertiesInterface || member == "OpenSession" || member == "ReadAlias"))
         let service = needsIdentity ? try identification.service() : observer
         if needsIdentity { try checkStillSame(sender) }
         guard needsIdentity, let decisionLog else {
-            return try dispatch(message, member: member, path: requestedPath, sender: sender, service: service)
+            return try dispatch(message, interface: interface, member: member, path: requestedPath, sender: sender,
+                         service: service)
         }
         // Every decision about an item is in the access log before the answer goes out; a caller whose process is
         // not at hand (forgotten meanwhile) is not answered unlogged.
         guard let peer = state.withLock({ $0.peers[sender] }) else { throw Failure.unidentified }
         return try Self.logged(decisionLog, peer, service.caller) {
-            try dispatch(message, member: member, path: requestedPath, sender: sender, service: service)
+            try dispatch(message, interface: interface, member: member, path: requestedPath, sender: sender,
+                         service: service)
         }
     }
 
@@ -271,14 +280,14 @@ public final class SecretServiceServer: Sendable {
         return try result.get()
     }
 
-    private func dispatch(_ message: DBusMessage, member: String, path requestedPath: String, sender: String,
-                          service: EmbeddedKeychainService) throws -> [DBusValue] {
+    private func dispatch(_ message: DBusMessage, interface: String?, member: String, path requestedPath: String,
+                          sender: String, service: EmbeddedKeychainService) throws -> [DBusValue] {
         if requestedPath == SecretPortal.path {
             return try portalCall(message, member: member, sender: sender, service: service)
         }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
         let path = objects.canonicalPath(requestedPath)  // an alias is the collection it names
-        if message.interface == Self.propertiesInterface {
+        if interface == Self.propertiesInterface {
             return try objects.properties(member, path: path, arguments: message.body)
         }
         if path == Self.servicePath { return try objects.serviceCall(member, message.body) }
@@ -455,21 +464,8 @@ public final class SecretServiceServer: Sendable {
     }
 
     static func introspection(for path: String) -> String {
-        let interfaces: [String]
-        if path == servicePath {
-            interfaces = [serviceInterface]
-        } else if path.hasPrefix(sessionPrefix) {
-            interfaces = [sessionInterface]
-        } else if path.hasPrefix(promptPrefix) {
-            interfaces = [promptInterface]
-        } else if path.hasPrefix(collectionPrefix) || path.hasPrefix(aliasPrefix) {
-            interfaces = path.dropFirst(collectionPrefix.count).contains("/") ? [itemInterface] : [collectionInterface]
-        } else {
-            interfaces = []
-        }
-        return "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\" "
-            + "\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<node>\n"
-            + (interfaces + [propertiesInterface]).map { "  <interface name=\"\($0)\"/>\n" }.joined()
-            + (path == SecretPortal.path ? SecretPortal.introspection() : "") + "</node>\n"
+        SecretServiceAPI.introspection(of: SecretServiceAPI.kind(of: path),
+                                       extra: path == SecretPortal.path ? SecretPortal.introspection() : "",
+                                       children: path == servicePath ? ["collection", "aliases", "session"] : [])
     }
 }
