@@ -56,24 +56,24 @@ public struct Keychain: Sendable {
     }
 
     public func set(_ secret: SecretBytes, for account: String) throws(KeychainError) {
-        var attributes: [String: QueryValue] = ["pdmn": .string(accessibility.rawValue)]
-        if let label { attributes["labl"] = .string(label) }
+        var item = ItemQuery.add(.genericPassword, key(account), secret: secret)
         // A data-protection item (Apple's advice for new code on macOS too): seen only by programs entitled to
         // this program's access group, not by every program as a file keychain's item would be.
-        try client.upsert(
-            ["class": "genp", "svce": .string(service), "acct": .string(account), "nleg": true, "sync": .bool(synchronizable)],
-            secret: secret,
-            attributes: attributes)
+        item.dataProtectionKeychain = true
+        item.setSynchronizable(synchronizable)
+        item.accessibility = accessibility
+        if let label { item[.label] = .string(label) }
+        var changes = ItemUpdate(label: label, secret: secret)
+        changes.accessibility = accessibility
+        try client.upsert(item, changes: changes)
     }
 
     /// The secret for `account`, or nil when there is none.
     public func secret(for account: String) throws(KeychainError) -> SecretBytes? {
         do {
-            let found = try client.search([
-                "class": "genp", "svce": .string(service), "acct": .string(account), "r_Data": true,
-                "sync": .bool(synchronizable),
-            ])
-            return found.first?.secret
+            var query = ItemQuery.search(.genericPassword, key(account), returning: .data)
+            query.setSynchronizable(synchronizable)
+            return try client.search(query).first?.secret
         } catch KeychainStatus.itemNotFound {
             return nil
         } catch {
@@ -92,8 +92,9 @@ public struct Keychain: Sendable {
     /// Removes the value for `account`; removing what is not there is not an error.
     public func remove(_ account: String) throws(KeychainError) {
         do {
-            try client.delete(["class": "genp", "svce": .string(service), "acct": .string(account),
-                               "sync": .bool(synchronizable)])
+            var query = ItemQuery.matching(.genericPassword, key(account), for: .delete)
+            query.setSynchronizable(synchronizable)
+            try client.delete(query)
         } catch KeychainStatus.itemNotFound {
             return
         } catch {
@@ -104,15 +105,18 @@ public struct Keychain: Sendable {
     /// The accounts that have a value for this service.
     public func accounts() throws(KeychainError) -> [String] {
         do {
-            let found = try client.search([
-                "class": "genp", "svce": .string(service), "r_Attributes": true, "m_Limit": "m_LimitAll",
-                "sync": .bool(synchronizable),
-            ])
-            return found.compactMap { $0.item.attributes["acct"]?.stringValue }
+            var query = ItemQuery.search(.genericPassword, [.service: .string(service)], returning: .attributes, limit: .all)
+            query.setSynchronizable(synchronizable)
+            return try client.search(query).compactMap { $0.item[.account]?.stringValue }
         } catch KeychainStatus.itemNotFound {
             return []
         } catch {
             throw error
         }
+    }
+
+    /// The primary key of this service's item for `account`.
+    private func key(_ account: String) -> [AttributeName: AttributeValue] {
+        [.service: .string(service), .account: .string(account)]
     }
 }

@@ -79,6 +79,17 @@ public final class KeychainClient: Sendable {
     @discardableResult
     public func delete(_ query: ItemQuery) throws(KeychainError) -> Int { try service.delete(query, in: keychain) }
 
+    /// Adds `item`, or gives its duplicate (the same primary key) `changes`, in one transaction.
+    public func upsert(_ item: ItemQuery, changes: ItemUpdate) throws(KeychainError) {
+        try service.upsert(item, changes: changes, in: keychain)
+    }
+
+    /// Deletes every item `matching` selects and adds `item`, in one transaction.
+    @discardableResult
+    public func replaceAll(matching: ItemQuery, with item: ItemQuery) throws(KeychainError) -> Int {
+        try service.replaceAll(matching: matching, with: item, in: keychain)
+    }
+
     /// Ends the service's use before the process exits (an embedded service folds the WAL and records the files).
     public func close() { service.close() }
 }

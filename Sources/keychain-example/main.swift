@@ -38,8 +38,10 @@ do {
         secret.withUnsafeBytes { FileHandle.standardOutput.write(Data($0)) }
         FileHandle.standardOutput.write(Data("\n".utf8))
     case "delete":
-        try keychain.client.delete(["class": "genp", "svce": .string(service), "acct": .string(account),
-                                    "sync": .bool(synchronizable)])
+        var query = ItemQuery.matching(.genericPassword, [.service: .string(service), .account: .string(account)],
+                                       for: .delete)
+        query.setSynchronizable(synchronizable)
+        try keychain.client.delete(query)
     default:
         fail("unknown command \(command)", code: 2)
     }

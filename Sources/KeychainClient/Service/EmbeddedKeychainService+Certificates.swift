@@ -44,7 +44,7 @@ extension EmbeddedKeychainService {
                 duplicates += 1
             } catch {
                 for item in stored {
-                    _ = try? delete(["v_PersistentRef": .data(item.item.persistentReference.data)], in: keychain)
+                    _ = try? delete(.item(item.item.persistentReference, for: .delete), in: keychain)
                 }
                 throw error
             }
@@ -118,10 +118,9 @@ extension EmbeddedKeychainService {
         var records: [CertificateRecord] = []
         for item in found {
             guard let certificate = Self.certificate(of: item) else { continue }
-            var keyQuery: [String: QueryValue] = ["class": "keys", "kcls": .int(1),
-                                                  "klbl": .data(certificate.publicKeyHash)]
-            keyQuery["m_Limit"] = .string("m_LimitOne")
-            let hasKey = ((try? search(keyQuery.merging(["r_Attributes": .bool(true)]) { $1 }, in: keychain)) ?? []).isEmpty == false
+            let keyQuery = ItemQuery.search(.key, [.keyClass: .number(1), .applicationLabel: .data(certificate.publicKeyHash)],
+                                            returning: .attributes)
+            let hasKey = ((try? search(keyQuery, in: keychain)) ?? []).isEmpty == false
             records.append(CertificateRecord(item: item, sha1: certificate.sha1Fingerprint,
                                              sha256: certificate.sha256Fingerprint,
                                              commonName: certificate.commonNames.last,
@@ -140,8 +139,8 @@ extension EmbeddedKeychainService {
     private func privateKey(forPublicKeyHash hash: Data, in keychain: KeychainReference?) throws(KeychainError)
         -> AsymmetricKey
     {
-        let found = try search(["class": "keys", "kcls": .int(1), "klbl": .data(hash), "r_Data": .bool(true),
-                                "r_Attributes": .bool(true), "m_Limit": "m_LimitOne"], in: keychain)
+        let found = try search(.search(.key, [.keyClass: .number(1), .applicationLabel: .data(hash)],
+                                       returning: [.data, .attributes]), in: keychain)
         guard let item = found.first else { throw .itemNotFound() }
         return try Self.privateKey(of: item)
     }

@@ -52,7 +52,7 @@ extension EmbeddedKeychainService {
             do {
                 try add(key.publicKey.itemAttributes(attributes), to: keychain)
             } catch {
-                _ = try? delete(["v_PersistentRef": .data(stored.item.persistentReference.data)], in: keychain)
+                _ = try? delete(.item(stored.item.persistentReference, for: .delete), in: keychain)
                 throw error
             }
         }

@@ -369,8 +369,7 @@ public final class EmbeddedKeychainService: KeychainService {
             SecretItemMapping.attributes(of: $0.item) == attributes && $0.item.attributes["labl"]?.stringValue == label
         }
         return candidates.contains { candidate in
-            let read: [String: QueryValue] = ["class": "genp", "r_Data": true,
-                                              "v_PersistentRef": .data(candidate.item.persistentReference.data)]
+            let read = ItemQuery.item(candidate.item.persistentReference, for: .search, returning: .data)
             return (try? search(read, in: keychain))?.first?.secret == entry.secret
         }
     }

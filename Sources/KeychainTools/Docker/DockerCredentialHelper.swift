@@ -109,12 +109,12 @@ public enum DockerCredentialHelper {
 
         /// The attributes that select this address's credentials (docker's own label only: git's items for the same
         /// host are internet passwords too, and docker must not read or remove them).
-        var query: [String: QueryValue] {
-            var q: [String: QueryValue] = [
-                "class": "inet", "labl": .string(label), "ptcl": isHTTP ? "http" : "htps", "srvr": .string(host),
+        var attributes: [AttributeName: AttributeValue] {
+            var q: [AttributeName: AttributeValue] = [
+                .label: .string(label), .protocol: .string(isHTTP ? "http" : "htps"), .server: .string(host),
             ]
-            if let port { q["port"] = .int(port) }
-            if !path.isEmpty { q["path"] = .string(path) }
+            if let port { q[.port] = .number(port) }
+            if !path.isEmpty { q[.path] = .string(path) }
             return q
         }
     }
@@ -153,24 +153,22 @@ public enum DockerCredentialHelper {
             if creds.Username.isEmpty { fail("no credentials username") }
             let server = address(creds.ServerURL)
             // As docker's helpers do: whatever this address held goes, in the same transaction as the new item lands.
-            var item = server.query
-            item["path"] = .string(server.path)
-            item["acct"] = .string(creds.Username)
-            item["atyp"] = "dflt"
-            item["v_Data"] = .secret(SecretBytes(utf8: creds.Secret))
-            try client.replaceAll(matching: server.query, with: item)
+            var item = server.attributes
+            item[.path] = .string(server.path)
+            item[.account] = .string(creds.Username)
+            item[.authenticationType] = .string("dflt")
+            try client.replaceAll(matching: .matching(.internetPassword, server.attributes, for: .delete),
+                                  with: .add(.internetPassword, item, secret: SecretBytes(utf8: creds.Secret)))
         case "get":
             let text = readInput()
-            var q = address(text).query
-            q["r_Data"] = true
-            q["r_Attributes"] = true
+            let q = ItemQuery.search(.internetPassword, address(text).attributes, returning: [.data, .attributes])
             guard let found = try? client.search(q).first else { fail(notFound) }
             let creds = Credentials(
-                ServerURL: text, Username: found.item.attributes["acct"]?.stringValue ?? "",
+                ServerURL: text, Username: found.item[.account]?.stringValue ?? "",
                 Secret: found.secret.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } ?? "")
             StandardStreams.write(Array((try? encoder.encode(creds)) ?? Data()) + [0x0a], to: 1)
         case "erase":
-            let q = address(readInput()).query
+            let q = ItemQuery.matching(.internetPassword, address(readInput()).attributes, for: .delete)
             do {
                 try client.delete(q)
             } catch KeychainStatus.itemNotFound {
@@ -180,17 +178,16 @@ public enum DockerCredentialHelper {
             }
         case "list":
             var all: [String: String] = [:]
-            let items = (try? client.search([
-                "class": "inet", "labl": .string(label), "r_Attributes": true, "m_Limit": "m_LimitAll",
-            ])) ?? []
+            let items = (try? client.search(.search(.internetPassword, [.label: .string(label)], returning: .attributes,
+                                                    limit: .all))) ?? []
             for found in items {
-                let a = found.item.attributes
-                let scheme = a["ptcl"] == .string("http") ? "http" : "https"
-                var host = a["srvr"]?.stringValue ?? ""
-                if let port = a["port"]?.numberValue, port != 0 {
+                let a = found.item
+                let scheme = a[.protocol] == .string("http") ? "http" : "https"
+                var host = a[.server]?.stringValue ?? ""
+                if let port = a[.port]?.numberValue, port != 0 {
                     host = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
                 }
-                all["\(scheme)://\(host)\(a["path"]?.stringValue ?? "")"] = a["acct"]?.stringValue ?? ""
+                all["\(scheme)://\(host)\(a[.path]?.stringValue ?? "")"] = a[.account]?.stringValue ?? ""
             }
             StandardStreams.write(Array((try? encoder.encode(all)) ?? Data("{}".utf8)) + [0x0a], to: 1)
         case "version":

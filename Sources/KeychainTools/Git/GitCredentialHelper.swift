@@ -77,19 +77,19 @@ public enum GitCredentialHelper {
 
     /// The attributes that identify the credential. Protocol and host are required (git always sends them; without
     /// them a query would match every host's credentials); path and username narrow it when given.
-    static func query(_ request: Request) -> [String: QueryValue]? {
+    static func query(_ request: Request) -> [AttributeName: AttributeValue]? {
         guard let proto = request.text("protocol"), let code = protocols[proto],
             var host = request.text("host"), !host.isEmpty
         else { return nil }
-        var q: [String: QueryValue] = ["class": "inet", "ptcl": .string(code)]
+        var q: [AttributeName: AttributeValue] = [.protocol: .string(code)]
         if let colon = host.lastIndex(of: ":"), let port = Int64(host[host.index(after: colon)...]) {
-            q["port"] = .int(port)
+            q[.port] = .number(port)
             host = String(host[..<colon])
         }
         guard !host.isEmpty else { return nil }
-        q["srvr"] = .string(host)
-        if let path = request.text("path"), !path.isEmpty { q["path"] = .string(path) }
-        if let user = request.text("username"), !user.isEmpty { q["acct"] = .string(user) }
+        q[.server] = .string(host)
+        if let path = request.text("path"), !path.isEmpty { q[.path] = .string(path) }
+        if let user = request.text("username"), !user.isEmpty { q[.account] = .string(user) }
         return q
     }
 
@@ -130,12 +130,10 @@ public enum GitCredentialHelper {
         guard let base = query(request) else { return }  // no protocol or host, or a protocol we do not store
         switch operation {
         case "get":
-            var q = base
-            q["r_Data"] = true
-            q["r_Attributes"] = true
+            let q = ItemQuery.search(.internetPassword, base, returning: [.data, .attributes])
             guard let found = try? client.search(q).first, let secret = found.secret else { return }
             var out: [UInt8] = []
-            if let account = found.item.attributes["acct"]?.stringValue, request.fields["username"] == nil {
+            if let account = found.item[.account]?.stringValue, request.fields["username"] == nil {
                 out += line("username", Array(account.utf8))
             }
             let fields = unpack(secret)
@@ -155,20 +153,20 @@ public enum GitCredentialHelper {
             // An empty username is a username (git stores and returns it, as for single sign-on hosts).
             guard let user = request.text("username"), request.fields["password"] != nil else { return }
             var item = base
-            item["acct"] = .string(user)
-            try client.upsert(item, secret: pack(request), attributes: ["labl": base["srvr"]!])
+            item[.account] = .string(user)
+            let host = base[.server]?.stringValue ?? ""
+            item[.label] = .string(host)
+            let secret = pack(request)
+            try client.upsert(.add(.internetPassword, item, secret: secret), changes: ItemUpdate(label: host, secret: secret))
         case "erase":
-            var q = base
-            q["r_Data"] = true
-            q["r_Attributes"] = true
-            q["m_Limit"] = "m_LimitAll"
+            let q = ItemQuery.search(.internetPassword, base, returning: [.data, .attributes], limit: .all)
             guard let matches = try? client.search(q) else { return }
             for found in matches {
                 // Given a password, erase only the item that holds it.
                 if let given = request.fields["password"], let secret = found.secret, unpack(secret)["password"] != given {
                     continue
                 }
-                try client.delete(["v_PersistentRef": .data(found.item.persistentReference.data)])
+                try client.delete(.item(found.item.persistentReference, for: .delete))
             }
         default:
             die("usage: git-credential-keychain get|store|erase")

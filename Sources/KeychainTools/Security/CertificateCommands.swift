@@ -278,12 +278,13 @@ struct CertificateCommands {
         do throws(KeychainError) {
             if identity, let keyHash = record.item.item.attributes["pkhh"]?.dataValue {
                 do throws(KeychainError) {
-                    try session.service.delete(["class": "keys", "kcls": .int(1), "klbl": .data(keyHash)], in: keychain)
+                    try session.service.delete(.matching(.key, [.keyClass: .number(1), .applicationLabel: .data(keyHash)],
+                                                         for: .delete), in: keychain)
                 } catch where error.status == .itemNotFound {
                     // no private key: deleting the certificate is still what was asked
                 }
             }
-            try session.service.delete(["v_PersistentRef": .data(record.item.item.persistentReference.data)], in: keychain)
+            try session.service.delete(.item(record.item.item.persistentReference, for: .delete), in: keychain)
         } catch {
             throw .status(error, api: "SecKeychainItemDelete")
         }

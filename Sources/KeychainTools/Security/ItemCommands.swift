@@ -25,43 +25,44 @@ struct ItemCommands {
         let spec = kind == .generic ? CommandFlags.addGeneric : CommandFlags.addInternet
         let opts = try parse(args, spec: spec)
         guard opts.operands.count <= 1 else { throw .usage }
-        var attributes: [String: QueryValue] = ["class": .string(kind.itemClass.rawValue)]
-        let primary = kind == .generic ? "svce" : "srvr"
-        attributes["acct"] = .string(opts.value("a") ?? "")
+        var attributes: [AttributeName: QueryValue] = [:]
+        let primary: AttributeName = kind == .generic ? .service : .server
+        attributes[.account] = .string(opts.value("a") ?? "")
         attributes[primary] = .string(opts.value("s") ?? "")
-        attributes["labl"] = .string(opts.value("l") ?? opts.value("s") ?? "")
-        if let v = opts.value("D") { attributes["desc"] = .string(v) }
-        if let v = opts.value("j") { attributes["icmt"] = .string(v) }
-        if kind == .generic, let v = opts.value("G") { attributes["gena"] = .string(v) }
-        for (flag, code) in [("c", "crtr"), ("C", "type")] {
+        attributes[.label] = .string(opts.value("l") ?? opts.value("s") ?? "")
+        if let v = opts.value("D") { attributes[.description] = .string(v) }
+        if let v = opts.value("j") { attributes[.comment] = .string(v) }
+        if kind == .generic, let v = opts.value("G") { attributes[.generic] = .string(v) }
+        for (flag, name) in [("c", AttributeName.creator), ("C", .type)] {
             guard let v = opts.value(Character(flag)) else { continue }
             guard let n = AttributeDump.fourCharCode(v) else { throw .fourCharCode }
-            attributes[code] = .int(n)
+            attributes[name] = .int(n)
         }
         if kind == .internet {
-            if let v = opts.value("d") { attributes["sdmn"] = .string(v) }
-            if let v = opts.value("p") { attributes["path"] = .string(v) }
+            if let v = opts.value("d") { attributes[.securityDomain] = .string(v) }
+            if let v = opts.value("p") { attributes[.path] = .string(v) }
             if let v = opts.value("P") {
                 guard let port = Int64(v) else { throw .usage }
-                attributes["port"] = .int(port)
+                attributes[.port] = .int(port)
             }
             if let v = opts.value("r") {
                 guard v.utf8.count == 4 else { throw .fourCharCode }
-                attributes["ptcl"] = .string(v)
+                attributes[.protocol] = .string(v)
             }
             let atyp = opts.value("t") ?? "dflt"
             guard atyp.utf8.count == 4 else { throw .fourCharCode }
-            attributes["atyp"] = .string(atyp)
+            attributes[.authenticationType] = .string(atyp)
         }
+        var item = ItemQuery(operation: .add, itemClass: kind.itemClass)
         // Trusted applications, as on macOS: -A any program; -T app (repeatable) exactly these; -T "" none, so even
         // this command is asked next time; neither: the program that adds the item. Applied when the item is added.
         let trusted = opts.options.filter { $0.0 == "T" }.compactMap(\.1)
         if opts.has("A") {
-            attributes["acls"] = .bool(true)
+            item.applicationAccess = .anyApplication
         } else if opts.has("T") {
             let cwd = FileManager.default.currentDirectoryPath
-            attributes["acls"] = .array(trusted.filter { !$0.isEmpty }.map {
-                .string($0.hasPrefix("/") ? $0 : URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: cwd)).path)
+            item.applicationAccess = .applications(trusted.filter { !$0.isEmpty }.map {
+                $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: cwd)).path
             })
         }
         let secret: SecretBytes
@@ -81,18 +82,17 @@ struct ItemCommands {
         let keychainName = opts.operands.first
         let api = "SecKeychainItemCreateFromContent (\(keychainName ?? "<default>"))"
         do throws(KeychainError) {
+            try item.set(coercing: attributes)
+            item.valueData = secret
             let keychain = try session.keychain(keychainName)
             try session.unlockIfNeeded(keychain)
             if opts.has("U") {
                 // Add, or update the duplicate (the same primary key) in the same transaction.
-                var changes = attributes
-                changes.removeValue(forKey: "class")
-                changes.removeValue(forKey: "acls")
-                try session.service.upsert(attributes, secret: secret, attributes: changes, in: keychain)
+                var changes = ItemUpdate(secret: secret)
+                changes.attributes = item.attributes
+                try session.service.upsert(item, changes: changes, in: keychain)
             } else {
-                var dictionary = attributes
-                dictionary["v_Data"] = .secret(secret)
-                try session.service.add(dictionary, to: keychain)
+                try session.service.add(item, to: keychain)
             }
         } catch {
             throw .status(error, api: api)
@@ -127,7 +127,7 @@ struct ItemCommands {
         let (keychain, found) = try firstMatch(kind, opts, wantSecret: false)
         Terminal.writeOut(AttributeDump.text(for: found.item, keychain: keychain))
         do {
-            try session.service.delete(["v_PersistentRef": .data(found.item.persistentReference.data)], in: keychain)
+            try session.service.delete(.item(found.item.persistentReference, for: .delete), in: keychain)
         } catch {
             throw .status(error, api: "SecKeychainItemDelete")
         }
@@ -139,33 +139,33 @@ struct ItemCommands {
     private func firstMatch(_ kind: Kind, _ opts: Getopt, wantSecret: Bool) throws(CommandError)
         -> (KeychainReference, FoundItem)
     {
-        var query: [String: QueryValue] = [
-            "class": .string(kind.itemClass.rawValue), "r_Attributes": true, "sync": "syna",
-        ]
-        if wantSecret { query["r_Data"] = true }
-        let primary = kind == .generic ? "svce" : "srvr"
+        var criteria: [AttributeName: QueryValue] = [:]
+        let primary: AttributeName = kind == .generic ? .service : .server
         if opts.has("a") && opts.has("s") {
             // macOS uses only these two criteria when both are given.
-            query["acct"] = .string(opts.value("a")!)
-            query[primary] = .string(opts.value("s")!)
+            criteria[.account] = .string(opts.value("a")!)
+            criteria[primary] = .string(opts.value("s")!)
         } else {
-            var map: [(Character, String)] = [("a", "acct"), ("s", primary), ("l", "labl"), ("D", "desc"), ("j", "icmt")]
-            if kind == .generic { map.append(("G", "gena")) } else {
-                map += [("d", "sdmn"), ("p", "path"), ("t", "atyp"), ("r", "ptcl")]
+            var map: [(Character, AttributeName)] = [("a", .account), ("s", primary), ("l", .label), ("D", .description),
+                                                     ("j", .comment)]
+            if kind == .generic { map.append(("G", .generic)) } else {
+                map += [("d", .securityDomain), ("p", .path), ("t", .authenticationType), ("r", .protocol)]
                 if let port = opts.value("P") {
                     guard let n = Int64(port) else { throw .usage }
-                    query["port"] = .int(n)
+                    criteria[.port] = .int(n)
                 }
             }
-            for (flag, code) in map { if let v = opts.value(flag) { query[code] = .string(v) } }
-            for (flag, code) in [("c", "crtr"), ("C", "type")] {
+            for (flag, name) in map { if let v = opts.value(flag) { criteria[name] = .string(v) } }
+            for (flag, name) in [("c", AttributeName.creator), ("C", .type)] {
                 guard let v = opts.value(Character(flag)) else { continue }
                 guard let n = AttributeDump.fourCharCode(v) else { throw .fourCharCode }
-                query[code] = .int(n)
+                criteria[name] = .int(n)
             }
         }
+        var query = ItemQuery.search(kind.itemClass, returning: wantSecret ? [.attributes, .data] : .attributes)
+        query.sync = .any
         do throws(KeychainError) {
-            _ = try QueryParser.parse(query, for: .search)  // bad input is an error before any keychain is opened
+            try query.set(coercing: criteria)  // bad input is an error before any keychain is opened
             var lastError = KeychainError.itemNotFound()
             for keychain in try session.searchList(opts.operands) {
                 do {
