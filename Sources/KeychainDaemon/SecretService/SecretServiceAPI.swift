@@ -190,28 +190,22 @@ enum SecretServiceAPI {
         let shown = kind.map { interfaces(of: $0) } ?? [properties, introspectable, peer]
         var xml = "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\" "
             + "\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<node>\n"
+        func arguments(_ list: [Argument], direction: String?) -> String {
+            list.map { "      <arg name=\"\($0.name)\" type=\"\($0.type)\"" + (direction.map { " direction=\"\($0)\"" } ?? "") + "/>\n" }
+                .joined()
+        }
         for interface in shown {
             xml += "  <interface name=\"\(interface.name)\">\n"
             for method in interface.methods {
-                xml += "    <method name=\"\(method.name)\">\n"
-                for argument in method.inputs {
-                    xml += "      <arg name=\"\(argument.name)\" type=\"\(argument.type)\" direction=\"in\"/>\n"
-                }
-                for argument in method.outputs {
-                    xml += "      <arg name=\"\(argument.name)\" type=\"\(argument.type)\" direction=\"out\"/>\n"
-                }
-                xml += "    </method>\n"
+                xml += "    <method name=\"\(method.name)\">\n" + arguments(method.inputs, direction: "in")
+                    + arguments(method.outputs, direction: "out") + "    </method>\n"
             }
             for property in interface.properties {
                 let access = property.writable ? "readwrite" : "read"
                 xml += "    <property name=\"\(property.name)\" type=\"\(property.type)\" access=\"\(access)\"/>\n"
             }
             for signal in interface.signals {
-                xml += "    <signal name=\"\(signal.name)\">\n"
-                for argument in signal.arguments {
-                    xml += "      <arg name=\"\(argument.name)\" type=\"\(argument.type)\"/>\n"
-                }
-                xml += "    </signal>\n"
+                xml += "    <signal name=\"\(signal.name)\">\n" + arguments(signal.arguments, direction: nil) + "    </signal>\n"
             }
             xml += "  </interface>\n"
         }
