@@ -227,6 +227,8 @@ let package = Package(
                 "KeychainSyncProtocol", "KeychainClient", "KeychainInterface", "KeychainStorage", "KeychainCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // A server whose certificate a private CA signed: trusted through that CA alone (--ca-file).
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

@@ -9,8 +9,11 @@ import NIOHTTP1
 /// Devices: joining an account, approving a device, and the device log every round checks.
 extension SyncEngine {
     /// Asks the server to let this device join an account; the code goes to a device that already syncs.
-    func join(server text: String, file: KeychainFile) throws(KeychainError) -> SyncReport {
+    func join(server text: String, certificateAuthorities: Data?, file: KeychainFile) throws(KeychainError)
+        -> SyncReport
+    {
         let server = try SyncTransport.serverURL(text)
+        try SyncTransport.checkAuthorities(certificateAuthorities)
         if let existing = try file.syncState() {
             let state = try SyncState.decode(existing)
             guard state.joinCode != nil else {
@@ -23,7 +26,8 @@ extension SyncEngine {
         let agreement = Curve25519.KeyAgreement.PrivateKey()
         let record = DeviceRecord(id: device, signingKey: signing.publicKey.x963Representation,
                                   agreementKey: agreement.publicKey.rawRepresentation)
-        let transport = SyncTransport(server: server, device: device, key: signing)
+        let transport = SyncTransport(server: server, device: device, key: signing,
+                                      certificateAuthorities: certificateAuthorities)
         guard let body = try? JSONEncoder().encode(JoinRequest(device: record)) else {
             throw KeychainError(.internalComponent, "the join cannot be described")
         }
@@ -33,7 +37,7 @@ extension SyncEngine {
         let state = SyncState(server: server.absoluteString, account: Data(), device: device,
                               signingKey: signing.rawRepresentation, agreementKey: agreement.rawRepresentation,
                               epoch: 0, epochKeys: [:], cursor: 0, items: [:], log: [], lastSync: nil,
-                              joinCode: ticket.code)
+                              joinCode: ticket.code, certificateAuthorities: certificateAuthorities)
         try file.saveSyncState(state.encoded())
         return state.report()
     }
@@ -201,6 +205,7 @@ extension SyncEngine {
 
 extension SyncTransport {
     init(_ state: SyncState) throws(KeychainError) {
-        self.init(server: try SyncTransport.serverURL(state.server), device: state.device, key: try state.signing())
+        self.init(server: try SyncTransport.serverURL(state.server), device: state.device, key: try state.signing(),
+                  certificateAuthorities: state.certificateAuthorities)
     }
 }

@@ -85,17 +85,19 @@ extension SyncEngine {
 
     /// Joins the account as a new device with the recovery key: the key's own signing key (named in the log's first
     /// entry) adds this device, and the item keys wrapped to the recovery key are wrapped again to this device.
-    func recover(server text: String, recoveryKey typed: SecretBytes, file: KeychainFile) throws(KeychainError)
-        -> SyncReport
+    func recover(server text: String, recoveryKey typed: SecretBytes, certificateAuthorities: Data?,
+                 file: KeychainFile) throws(KeychainError) -> SyncReport
     {
         let server = try SyncTransport.serverURL(text)
+        try SyncTransport.checkAuthorities(certificateAuthorities)
         guard let recovery = RecoveryKey(typed: typed) else {
             throw KeychainError.param("that is not a recovery key (twelve groups of eight hex digits)")
         }
         if let existing = try file.syncState(), try SyncState.decode(existing).joinCode == nil {
             throw KeychainError(.duplicateItem, "this keychain already syncs")
         }
-        let asRecovery = SyncTransport(server: server, device: recovery.id, key: recovery.signing)
+        let asRecovery = SyncTransport(server: server, device: recovery.id, key: recovery.signing,
+                                       certificateAuthorities: certificateAuthorities)
         let logReply = try asRecovery.send(.GET, "/v1/accounts/\(recovery.account.hexString)/devices")
         guard logReply.status == 200 else { throw SyncTransport.failure(logReply, doing: "recognise the recovery key") }
         let entries = try SyncTransport.decode(DeviceLog.self, logReply).entries
@@ -146,7 +148,7 @@ extension SyncEngine {
         let state = SyncState(server: server.absoluteString, account: recovery.account, device: device,
                               signingKey: signing.rawRepresentation, agreementKey: agreement.rawRepresentation,
                               epoch: log.epoch, epochKeys: epochKeys, cursor: 0, items: [:], log: entries + [entry],
-                              lastSync: nil, joinCode: nil)
+                              lastSync: nil, joinCode: nil, certificateAuthorities: certificateAuthorities)
         if try file.syncState() != nil { try file.removeSyncState() }  // a join left waiting
         try file.saveSyncState(state.encoded())
         var report = try round(file: file, state: state)

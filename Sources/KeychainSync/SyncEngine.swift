@@ -35,15 +35,18 @@ public final class SyncEngine: KeychainSyncing {
             background.withLock { $0 }?.accountsMayHaveChanged()
         }
         switch request {
-        case .setUp(let server): return try setUp(server: server, file: file)
+        case .setUp(let server, let authorities):
+            return try setUp(server: server, certificateAuthorities: authorities, file: file)
         case .now:
             return try round(file: file, state: try member(of: file))
         case .status: return try state(of: file).report()
-        case .join(let server): return try join(server: server, file: file)
+        case .join(let server, let authorities):
+            return try join(server: server, certificateAuthorities: authorities, file: file)
         case .joinStatus: return try joinStatus(file: file, confirm: confirm)
         case .approve(let code): return try approve(code: code, file: file, confirm: confirm)
         case .removeDevice(let id): return try removeDevice(id: id, file: file)
-        case .recover(let server, let key): return try recover(server: server, recoveryKey: key, file: file)
+        case .recover(let server, let key, let authorities):
+            return try recover(server: server, recoveryKey: key, certificateAuthorities: authorities, file: file)
         case .leave:
             let report = try state(of: file).report()
             try file.removeSyncState()
@@ -92,8 +95,11 @@ public final class SyncEngine: KeychainSyncing {
 
     /// Creates the account with this device as its first: the device's keys, the first epoch's item key and a
     /// recovery key (returned once, kept nowhere), then a first round.
-    private func setUp(server text: String, file: KeychainFile) throws(KeychainError) -> SyncReport {
+    private func setUp(server text: String, certificateAuthorities: Data?, file: KeychainFile) throws(KeychainError)
+        -> SyncReport
+    {
         let server = try SyncTransport.serverURL(text)
+        try SyncTransport.checkAuthorities(certificateAuthorities)
         if let existing = try file.syncState() {
             let state = try SyncState.decode(existing)
             throw KeychainError(.duplicateItem, "this keychain already syncs with \(state.server)")
@@ -115,7 +121,8 @@ public final class SyncEngine: KeychainSyncing {
         } catch {
             throw KeychainError(.internalComponent, "the device log cannot be signed")
         }
-        let transport = SyncTransport(server: server, device: device, key: signing)
+        let transport = SyncTransport(server: server, device: device, key: signing,
+                                      certificateAuthorities: certificateAuthorities)
         let itemKey = SymmetricKey(size: .bits256)
         // The first epoch's key, wrapped to the recovery key too: it can recover the account with every device lost.
         guard let share = try? KeyShare.wrap(itemKey, account: account, epoch: 1, to: recovery.record, signer: device,
@@ -129,7 +136,7 @@ public final class SyncEngine: KeychainSyncing {
             server: server.absoluteString, account: account, device: device,
             signingKey: signing.rawRepresentation, agreementKey: agreement.rawRepresentation, epoch: 1,
             epochKeys: [1: itemKey.withUnsafeBytes { Data($0) }], cursor: 0, items: [:],
-            log: [genesis], lastSync: nil, joinCode: nil)
+            log: [genesis], lastSync: nil, joinCode: nil, certificateAuthorities: certificateAuthorities)
         try file.saveSyncState(state.encoded())
         logger.info("sync.account.created", metadata: ["server": "\(server.absoluteString)"])
         // No round here: whatever happens to the first round, the recovery key reaches the user (`security`

@@ -33,7 +33,9 @@ struct SyncState: Codable, Sendable {
     /// While joining: the code the server gave; the account is unknown until a trusted device claims the join.
     var joinCode: String?
     /// Items deleted (by id, hex) with their tombstone's version: an older version of them is never taken again.
-    var deleted: [String: Int64]?
+    var deleted: [String: Int64]? = nil
+    /// PEM certificates that alone may vouch for the server (`--ca-file`); nil: the system's roots.
+    var certificateAuthorities: Data? = nil
 
     /// At most this many deleted ids are remembered (the oldest versions are forgotten first).
     static let deletedMemory = 100_000

@@ -5,6 +5,8 @@ import KeychainCore
 import KeychainSyncProtocol
 import NIOCore
 import NIOHTTP1
+import NIOSSL
+import Synchronization
 
 /// Requests to the sync server, each signed by this device (docs/SYNC-PROTOCOL.md). Blocking: keychaind runs a
 /// round on its own thread, holding no lock of the keychain while it waits for the network.
@@ -12,15 +14,52 @@ struct SyncTransport {
     let server: URL
     let device: Data
     let key: P256.Signing.PrivateKey
+    /// PEM certificates that alone may vouch for the server's certificate (`--ca-file`); nil: the system's roots.
+    var certificateAuthorities: Data? = nil
 
-    /// One client for keychaind's lifetime. An unreachable server fails after the connect timeout, not after the
-    /// request's whole deadline of retries.
-    static let client: HTTPClient = {
+    /// One client for keychaind's lifetime, trusting the system's roots. An unreachable server fails after the
+    /// connect timeout, not after the request's whole deadline of retries.
+    static let client = makeClient(tls: nil)
+
+    /// One client per set of private authorities, for keychaind's lifetime (a device syncs with few servers).
+    private static let privateClients = Mutex<[Data: HTTPClient]>([:])
+
+    private static func makeClient(tls: TLSConfiguration?) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
+        if let tls { configuration.tlsConfiguration = tls }
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
         configuration.redirectConfiguration = .disallow  // a signed request goes to the server it was signed for
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }()
+    }
+
+    /// The certificates of a `--ca-file`: at least one, in PEM; otherwise errSecParam before anything is sent.
+    static func authorities(_ pem: Data) throws(KeychainError) -> [NIOSSLCertificate] {
+        guard let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(pem)), !certificates.isEmpty else {
+            throw .param("the CA file holds no certificate in PEM form (-----BEGIN CERTIFICATE-----)")
+        }
+        return certificates
+    }
+
+    static func checkAuthorities(_ pem: Data?) throws(KeychainError) {
+        if let pem { _ = try authorities(pem) }
+    }
+
+    /// The client for this server: the system's roots, or only the authorities the user gave for it.
+    func httpClient() throws(KeychainError) -> HTTPClient {
+        guard let pem = certificateAuthorities else { return Self.client }
+        if let known = Self.privateClients.withLock({ $0[pem] }) { return known }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try Self.authorities(pem))
+        let made = Self.makeClient(tls: tls)
+        return Self.privateClients.withLock { clients in
+            if let raced = clients[pem] {
+                try? made.syncShutdown()
+                return raced
+            }
+            clients[pem] = made
+            return made
+        }
+    }
 
     struct Reply {
         var status: Int
@@ -59,7 +98,7 @@ struct SyncTransport {
                 request.headers.add(name: "Content-Type", value: "application/json")
                 request.body = .bytes(body)
             }
-            let response = try Self.client.execute(request: request, deadline: .now() + .seconds(60)).wait()
+            let response = try httpClient().execute(request: request, deadline: .now() + .seconds(60)).wait()
             let bytes = response.body.map { Data($0.readableBytesView) } ?? Data()
             return Reply(status: Int(response.status.code), body: bytes)
         } catch {

@@ -131,15 +131,16 @@ public enum Request: Sendable {
         case .sync(let request, let r):
             w.byte(37)
             switch request {
-            case .setUp(let server): w.byte(0); w.string(server)
+            case .setUp(let server, let authorities): w.byte(0); w.string(server); w.optionalBlob(authorities)
             case .now: w.byte(1)
             case .status: w.byte(2)
             case .leave: w.byte(3)
-            case .join(let server): w.byte(4); w.string(server)
+            case .join(let server, let authorities): w.byte(4); w.string(server); w.optionalBlob(authorities)
             case .joinStatus: w.byte(5)
             case .approve(let code): w.byte(6); w.string(code)
             case .removeDevice(let id): w.byte(7); w.string(id)
-            case .recover(let server, let key): w.byte(8); w.string(server); w.secret(key)
+            case .recover(let server, let key, let authorities):
+                w.byte(8); w.string(server); w.secret(key); w.optionalBlob(authorities)
             }
             w.reference(r)
         case .importSecrets(let request, let r):
@@ -226,15 +227,16 @@ public enum Request: Sendable {
         case 37:
             let sync: SyncRequest
             switch try r.byte() {
-            case 0: sync = .setUp(server: try r.string())
+            case 0: sync = .setUp(server: try r.string(), certificateAuthorities: try r.optionalBlob())
             case 1: sync = .now
             case 2: sync = .status
             case 3: sync = .leave
-            case 4: sync = .join(server: try r.string())
+            case 4: sync = .join(server: try r.string(), certificateAuthorities: try r.optionalBlob())
             case 5: sync = .joinStatus
             case 6: sync = .approve(code: try r.string())
             case 7: sync = .removeDevice(id: try r.string())
-            case 8: sync = .recover(server: try r.string(), recoveryKey: try r.secret())
+            case 8: sync = .recover(server: try r.string(), recoveryKey: try r.secret(),
+                                    certificateAuthorities: try r.optionalBlob())
             default: throw .malformed("sync request")
             }
             request = .sync(sync, try r.reference())

@@ -246,6 +246,17 @@ extension WireReader {
     }
 }
 
+extension WireWriter {
+    public mutating func optionalBlob(_ data: Data?) {
+        bool(data != nil)
+        if let data { blob(data) }
+    }
+}
+
+extension WireReader {
+    public mutating func optionalBlob() throws(WireError) -> Data? { try bool() ? Data(try blob()) : nil }
+}
+
 // MARK: - Typed item requests (parsed in the client; held to the parser's shape by the service, `checked()`)
 
 extension WireWriter {

@@ -1,7 +1,15 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// What `security sync-…` asks keychaind to do with a keychain's sync (docs/SYNC.md).
+/// `certificateAuthorities`: PEM certificates that alone may vouch for the server's TLS certificate (a server with a
+/// private CA, `--ca-file`); nil: the system's trusted roots. Kept with the keychain's sync state.
 public enum SyncRequest: Sendable, Equatable {
     /// Create a sync account on the server at this URL, with this device as its first, and sync.
-    case setUp(server: String)
+    case setUp(server: String, certificateAuthorities: Data? = nil)
     /// One round now: take what the server has, send what changed here.
     case now
     /// What the keychain's sync looks like, without a round.
@@ -9,7 +17,7 @@ public enum SyncRequest: Sendable, Equatable {
     /// Stop syncing this keychain on this device (its items stay; the account and the other devices go on).
     case leave
     /// Ask to join an account as a new device: the server gives a code to type on a device that already syncs.
-    case join(server: String)
+    case join(server: String, certificateAuthorities: Data? = nil)
     /// Where the join stands: waiting, claimed by a device (the confirmation words), or done (then a first round).
     case joinStatus
     /// On a device that syncs: let the device waiting with this code in, after the user compares the words.
@@ -17,7 +25,7 @@ public enum SyncRequest: Sendable, Equatable {
     /// Remove another device (hex id) from the account: a new epoch, whose item key only the others get.
     case removeDevice(id: String)
     /// Every device was lost: join the account as a new device with the recovery key `sync-setup` showed.
-    case recover(server: String, recoveryKey: SecretBytes)
+    case recover(server: String, recoveryKey: SecretBytes, certificateAuthorities: Data? = nil)
 }
 
 /// A device of a sync account, as its verified device log names it.

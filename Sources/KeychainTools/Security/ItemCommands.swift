@@ -209,4 +209,6 @@ enum CommandError: Error {
     case fourCharCode
     /// A keychain call failed: `security: <api>: <message>`, exit with the status's low byte.
     case status(KeychainError, api: String)
+    /// Told already (the command's own words, as `Terminal.reportFailure` writes them): exit with this code.
+    case reported(Int32)
 }

@@ -135,11 +135,11 @@ public final class SecurityProgram {
             try BackupCommands(session: self.session).restore(args)
         },
         // Beyond macOS: synchronizable items on the user's other devices (docs/SYNC.md).
-        Command(name: "sync-setup", usage: "--server URL [-k keychain]",
+        Command(name: "sync-setup", usage: "--server URL [--ca-file PEM] [-k keychain]",
                 help: "Sync a keychain's synchronizable items through a sync server, as its first device.") {
             args throws(CommandError) in try SyncCommands(session: self.session).setUp(args)
         },
-        Command(name: "sync-join", usage: "[--server URL [--no-wait]] [-k keychain]",
+        Command(name: "sync-join", usage: "[--server URL [--ca-file PEM] [--no-wait]] [-k keychain]",
                 help: "Ask to sync a keychain as a new device; wait until a device that syncs approves it.") {
             args throws(CommandError) in try SyncCommands(session: self.session).join(args)
         },
@@ -151,7 +151,7 @@ public final class SecurityProgram {
                 help: "Remove another device from a keychain's sync account (a new item key for the others).") {
             args throws(CommandError) in try SyncCommands(session: self.session).removeDevice(args)
         },
-        Command(name: "sync-recover", usage: "--server URL [-P -] [-k keychain]",
+        Command(name: "sync-recover", usage: "--server URL [--ca-file PEM] [-P -] [-k keychain]",
                 help: "Join a sync account with its recovery key, after every device was lost.") {
             args throws(CommandError) in try SyncCommands(session: self.session).recover(args)
         },
@@ -250,6 +250,8 @@ public final class SecurityProgram {
                 Terminal.writeError("security: \(api): \(status.status.message)\n")
                 if ProcessEnvironment.current()["KEYCHAIN_DEBUG"] != nil { Terminal.writeError("  (\(status.message))\n") }
                 return status.status.exitCode
+            case .reported(let code):
+                return code
             }
         }
     }

@@ -17,9 +17,10 @@ struct SyncCommands {
 
     /// `sync-setup --server URL [-k keychain]`: a new sync account with this device as its first.
     func setUp(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let (server, keychainName) = try Self.options(arguments, server: true)
+        let (server, authorities, keychainName) = try Self.server(arguments, api: "sync-setup")
         guard let server else { throw .usage }
-        let status = try run(.setUp(server: server), keychainName, api: "sync-setup") { report in
+        let status = try run(.setUp(server: server, certificateAuthorities: authorities), keychainName,
+                             api: "sync-setup") { report in
             Terminal.writeOut("This keychain now syncs with \(report.server) (account \(report.account), "
                               + "this device \(report.device)).\n")
             if let key = report.recoveryKey, let text = key.unprotectedString() {
@@ -38,9 +39,10 @@ struct SyncCommands {
     /// (unless `--no-wait`) until a device that syncs lets this one in. `sync-join` alone waits again.
     func join(_ arguments: [String]) throws(CommandError) -> Int32 {
         let noWait = arguments.contains("--no-wait")
-        let (server, keychainName) = try Self.options(arguments.filter { $0 != "--no-wait" }, server: true)
+        let (server, authorities, keychainName) = try Self.server(arguments.filter { $0 != "--no-wait" }, api: "sync-join")
         if let server {
-            let status = try run(.join(server: server), keychainName, api: "sync-join") { report in
+            let status = try run(.join(server: server, certificateAuthorities: authorities), keychainName,
+                                 api: "sync-join") { report in
                 if report.joined {
                     Terminal.writeOut("This keychain already syncs with \(report.server).\n")
                     return
@@ -123,7 +125,7 @@ struct SyncCommands {
                 rest.append(argument)
             }
         }
-        let (server, keychainName) = try Self.options(rest, server: true)
+        let (server, authorities, keychainName) = try Self.server(rest, api: "sync-recover")
         guard let server else { throw .usage }
         let key: SecretBytes?
         if fromStandardInput {
@@ -135,7 +137,8 @@ struct SyncCommands {
             return KeychainStatus.interactionNotAllowed.exitCode
         }
         guard let key, !key.isEmpty else { throw .usage }
-        return try run(.recover(server: server, recoveryKey: key), keychainName, api: "sync-recover") { report in
+        return try run(.recover(server: server, recoveryKey: key, certificateAuthorities: authorities), keychainName,
+                       api: "sync-recover") { report in
             Terminal.writeOut("This device now syncs with \(report.server) (account \(report.account)).\n")
             Self.writeRound(report)
         }
@@ -197,17 +200,47 @@ struct SyncCommands {
     private static func options(_ arguments: [String], server allowed: Bool) throws(CommandError)
         -> (server: String?, keychain: String?)
     {
-        var server: String?, keychain: String?
+        let (server, keychain, caFile) = try options(arguments, server: allowed, caFile: false)
+        guard caFile == nil else { throw .usage }
+        return (server, keychain)
+    }
+
+    /// `--server URL`, `--ca-file PEM` (where a server is named) and `-k keychain`.
+    private static func options(_ arguments: [String], server allowed: Bool, caFile caAllowed: Bool)
+        throws(CommandError) -> (server: String?, keychain: String?, caFile: String?)
+    {
+        var server: String?, keychain: String?, caFile: String?
         var args = arguments[...]
         while let argument = args.popFirst() {
             switch argument {
             case "--server" where allowed: guard let value = args.popFirst() else { throw .usage }; server = value
+            case "--ca-file" where caAllowed: guard let value = args.popFirst() else { throw .usage }; caFile = value
             case "-k": guard let value = args.popFirst() else { throw .usage }; keychain = value
             default:
-                if allowed, argument.hasPrefix("--server=") { server = String(argument.dropFirst(9)) } else { throw .usage }
+                if allowed, argument.hasPrefix("--server=") {
+                    server = String(argument.dropFirst(9))
+                } else if caAllowed, argument.hasPrefix("--ca-file=") {
+                    caFile = String(argument.dropFirst(10))
+                } else {
+                    throw .usage
+                }
             }
         }
-        return (server, keychain)
+        return (server, keychain, caFile)
+    }
+
+    /// The server and what vouches for it: the `--ca-file`'s certificates (read here; keychaind checks and keeps
+    /// them with the keychain's sync state), or nil for the system's roots.
+    private static func server(_ arguments: [String], api: String) throws(CommandError)
+        -> (server: String?, authorities: Data?, keychain: String?)
+    {
+        let (server, keychain, caFile) = try options(arguments, server: true, caFile: true)
+        guard let caFile else { return (server, nil, keychain) }
+        guard server != nil, let pem = FileManager.default.contents(atPath: caFile) else {
+            let problem = server == nil ? "--ca-file goes with --server" : "\(caFile): cannot read the CA file"
+            throw .reported(Terminal.reportFailure(of: api, .param(problem)))
+        }
+        return (server, pem, keychain)
     }
 
     private static func writeRound(_ report: SyncReport) {
