@@ -63,7 +63,7 @@ public struct Keychain: Sendable {
         item.setSynchronizable(synchronizable)
         item.accessibility = accessibility
         if let label { item[.label] = .string(label) }
-        var changes = ItemUpdate(label: label, secret: secret)
+        var changes = ItemUpdate(label: label)
         changes.accessibility = accessibility
         try client.upsert(item, changes: changes)
     }

@@ -35,6 +35,7 @@ final class ConnectionContexts {
         case .upsert(let q, let u, let r): .upsert(substitute(q), u, r)
         case .replaceAll(let m, let q, let r): .replaceAll(substitute(m), substitute(q), r)
         case .useKey(let q, let use, let r): .useKey(substitute(q), use, r)
+        case .certificates(let q, let r): .certificates(substitute(q), r)
         case .generateKeyPair(let g, let r): .generateKeyPair(substitute(g), r)
         default: request
         }

@@ -79,7 +79,8 @@ public final class KeychainClient: Sendable {
     @discardableResult
     public func delete(_ query: ItemQuery) throws(KeychainError) -> Int { try service.delete(query, in: keychain) }
 
-    /// Adds `item`, or gives its duplicate (the same primary key) `changes`, in one transaction.
+    /// Adds `item`, or gives its duplicate (the same primary key) `changes` and the item's secret, in one
+    /// transaction.
     public func upsert(_ item: ItemQuery, changes: ItemUpdate) throws(KeychainError) {
         try service.upsert(item, changes: changes, in: keychain)
     }

@@ -8,7 +8,8 @@ import KeychainCore
 /// The protocol version. A client and a daemon of different versions refuse each other with a clear error.
 public let keychainProtocolVersion = 2
 
-/// Hard limits: a request carries at most one secret (4 MiB) and its dictionaries; answers may list many items.
+/// Hard limits: a request carries at most one secret (4 MiB; an upsert too: its changes carry none) and its query;
+/// answers may list many items.
 public enum WireLimits {
     public static let maximumRequest = 8 << 20
     public static let maximumResponse = 128 << 20

@@ -77,6 +77,18 @@ struct KeychainServiceTests {
                              in: nil) == 1)
         #expect(try s.search(.item(added.item.persistentReference, for: .search, returning: .data), in: nil)
                 .first?.secret?.unprotectedString() == "y")
+        // An upsert's secret is the item's: changes that carry one (twice the bytes on the wire) are refused.
+        let upsertItem = ItemQuery.add(.genericPassword, [.service: .string("s"), .account: .string("b")],
+                                       secret: SecretBytes(utf8: "first"))
+        #expect(status { try s.upsert(upsertItem, changes: ItemUpdate(secret: SecretBytes(utf8: "x")), in: nil) } == -50)
+        try s.upsert(upsertItem, changes: ItemUpdate(), in: nil)
+        var again = upsertItem
+        again.valueData = SecretBytes(utf8: "second")
+        try s.upsert(again, changes: ItemUpdate(label: "relabelled"), in: nil)
+        let upserted = try s.search(.search(.genericPassword, [.account: .string("b")], returning: [.data, .attributes]),
+                                    in: nil)
+        #expect(upserted.count == 1 && upserted.first?.secret?.unprotectedString() == "second")
+        #expect(upserted.first?.item[.label] == .string("relabelled"))
         #expect(try s.delete(.item(added.item.persistentReference, for: .delete), in: nil) == 1)
         s.close()
     }

@@ -121,6 +121,23 @@ struct WireTests {
         query.applicationAccess = nil
         query.valueData = SecretBytes(Data(count: ItemRules.maximumSecretSize + 1))
         #expect(status(query) == -25302)
+        var add = ItemQuery(operation: .add, itemClass: .genericPassword)
+        add.limit = .one
+        #expect(status(add) == -50)  // the parser leaves every add at All
+        var shapes = ItemQuery(operation: .search, itemClass: .genericPassword)
+        shapes.limit = MatchLimit(count: nil, returnsArray: false)
+        #expect(status(shapes) == -50)
+        shapes.limit = MatchLimit(count: 5, returnsArray: true)
+        #expect(status(shapes) == nil)
+        shapes.returnTypes = ReturnTypes(rawValue: 0x10)
+        #expect(status(shapes) == -50)
+        var referenced = ItemQuery.item(PersistentReference(itemClass: .genericPassword, uuid: UUID()), for: .search)
+        #expect(status(referenced) == nil)
+        referenced.accessGroup = "another group"
+        #expect(status(referenced) == -50)
+        referenced.accessGroup = nil
+        referenced.sync = .nonSynchronizable
+        #expect(status(referenced) == -50)
         var delete = ItemQuery(operation: .delete, itemClass: .genericPassword)
         delete.limit = .one
         #expect(status(delete) == -50)
@@ -145,6 +162,18 @@ struct WireTests {
         #expect(status(update) == -50)
         update.attributes = ["port": .number(1)]
         #expect(status(update) == -25303)
+    }
+
+    /// An upsert's secret travels once (in the item), so the largest secret an add takes fits an upsert's frame.
+    @Test("an upsert of the largest secret fits one request: its secret is in the item only")
+    func upsertCarriesTheSecretOnce() throws {
+        let secret = SecretBytes(Data(repeating: 0x41, count: ItemRules.maximumSecretSize))
+        let (item, changes) = try QueryParser.parseUpsert(["class": "genp", "svce": "s", "acct": "a"], secret: secret,
+                                                          attributes: ["labl": "a label"])
+        #expect(changes.valueData == nil && item.valueData == secret)
+        let bytes = try Request.upsert(item, changes, nil).encode()
+        #expect(bytes.count < WireLimits.maximumRequest)
+        #expect(bytes.count < ItemRules.maximumSecretSize + 4096)
     }
 
     @Test("a context travels as its id and settings; whether it is authenticated never does")

@@ -202,7 +202,9 @@ public final class EmbeddedKeychainService: KeychainService {
     public func upsert(_ item: ItemQuery, changes: ItemUpdate, in keychain: KeychainReference?) throws(KeychainError) {
         let parsed = try item.checked()
         guard parsed.operation == .add else { throw .param("an upsert needs an add request") }
-        let changes = try changes.checked(for: parsed.itemClass)
+        guard changes.valueData == nil else { throw .param("an upsert's secret is the item's, given once") }
+        var changes = try changes.checked(for: parsed.itemClass)
+        changes.valueData = parsed.valueData
         let file = try file(orDefault: keychain)
         _ = try asking(parsed, file) { grants throws(KeychainError) in
             try file.addOrUpdate(parsed, changes: changes, caller: caller, grants: grants)

@@ -44,6 +44,7 @@ public struct ReturnTypes: OptionSet, Sendable, Hashable {
     public static let attributes = ReturnTypes(rawValue: 2)
     public static let ref = ReturnTypes(rawValue: 4)
     public static let persistentRef = ReturnTypes(rawValue: 8)
+    public static let all: ReturnTypes = [.data, .attributes, .ref, .persistentRef]
 
     /// One kind gives a bare value; two or more give a dictionary (semantics §3.5).
     public var wantsDictionary: Bool { rawValue.nonzeroBitCount >= 2 }

@@ -17,6 +17,9 @@ extension ItemQuery {
             throw .param("kSecAttrAccessible and kSecAttrAccessControl together")
         }
         if let count = limit.count, count < 0 { throw .param("kSecMatchLimit has an unknown value") }
+        // One item is a bare value; every other limit (numbers, All) an array.
+        if !limit.returnsArray && limit.count != 1 { throw .param("kSecMatchLimit has an unknown value") }
+        if returnTypes.rawValue & ~ReturnTypes.all.rawValue != 0 { throw .param("an unknown kSecReturn key") }
         if authenticationUI == .skip && operation != .search {
             throw .param("kSecUseAuthenticationUISkip is allowed only for SecItemCopyMatching")
         }
@@ -30,6 +33,7 @@ extension ItemQuery {
         switch operation {
         case .add:
             if persistentReference != nil { throw .param("kSecValuePersistentRef in an add") }
+            if limit != .all { throw .param("kSecMatch keys in an add") }
             if sync == .any { throw .param("kSecAttrSynchronizableAny in an add") }
             if accessControl?.hasACL == true && sync == .synchronizable {
                 throw .param("access control on a synchronizable item")
@@ -39,7 +43,10 @@ extension ItemQuery {
         case .search:
             break
         }
-        if persistentReference != nil && !attributes.isEmpty {
+        // A persistent reference stands alone: no attribute, group, protection or sync filter beside it.
+        if persistentReference != nil
+            && (!attributes.isEmpty || accessGroup != nil || accessibility != nil || accessControl != nil || sync != .any)
+        {
             throw .param("kSecValuePersistentRef with other attributes")
         }
         return self

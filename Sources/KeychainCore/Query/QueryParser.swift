@@ -177,7 +177,7 @@ public enum QueryParser {
     }
 
     /// An upsert's two halves: the item to add (`query` and `attributes` merged, with the secret) and the changes
-    /// its duplicate gets.
+    /// its duplicate gets besides the item's secret (which travels once, in the item).
     public static func parseUpsert(_ query: [String: QueryValue], secret: SecretBytes, attributes: [String: QueryValue])
         throws(KeychainError) -> (item: ItemQuery, changes: ItemUpdate)
     {
@@ -185,7 +185,7 @@ public enum QueryParser {
         addDictionary["v_Data"] = .secret(secret)
         let item = try parse(addDictionary, for: .add)
         var changes = try parseUpdate(attributes, itemClass: item.itemClass)
-        changes.valueData = secret
+        changes.valueData = nil
         return (item, changes)
     }
 

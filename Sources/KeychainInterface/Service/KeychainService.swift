@@ -60,8 +60,9 @@ public protocol KeychainService: Sendable {
         -> Int
     @discardableResult
     func delete(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> Int
-    /// Adds `item`, or gives its duplicate (the same primary key) `changes`, in one transaction; items that merely
-    /// match a partial query are never touched.
+    /// Adds `item`, or gives its duplicate (the same primary key) `changes` and the item's secret, in one
+    /// transaction; items that merely match a partial query are never touched. The secret travels once, in `item`:
+    /// `changes` carries none.
     func upsert(_ item: ItemQuery, changes: ItemUpdate, in keychain: KeychainReference?) throws(KeychainError)
     /// Deletes every item `matching` selects and adds `item`, in one transaction.
     @discardableResult

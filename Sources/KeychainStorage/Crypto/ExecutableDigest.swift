@@ -20,7 +20,9 @@ public enum ExecutableDigest {
     /// The digest of the file at `path` (`/proc/PID/exe` works: it opens the process's own executable even when
     /// the path was since replaced), or nil when it cannot be read as a regular file.
     public static func of(path: String) -> Data? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Non-blocking: a FIFO named as a program (any client can name a path) must not hold the caller; it is
+        // then refused as not a regular file.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()
@@ -39,7 +41,10 @@ public enum ExecutableDigest {
             buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
         let digest = Data(hasher.finalize())
-        cache.withLock { $0[version] = digest }
+        cache.withLock { cache in
+            if cache.count >= 1024 { cache.removeAll() }  // bounded, whatever paths clients name
+            cache[version] = digest
+        }
         return digest
     }
 

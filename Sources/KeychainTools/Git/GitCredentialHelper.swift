@@ -156,8 +156,7 @@ public enum GitCredentialHelper {
             item[.account] = .string(user)
             let host = base[.server]?.stringValue ?? ""
             item[.label] = .string(host)
-            let secret = pack(request)
-            try client.upsert(.add(.internetPassword, item, secret: secret), changes: ItemUpdate(label: host, secret: secret))
+            try client.upsert(.add(.internetPassword, item, secret: pack(request)), changes: ItemUpdate(label: host))
         case "erase":
             let q = ItemQuery.search(.internetPassword, base, returning: [.data, .attributes], limit: .all)
             guard let matches = try? client.search(q) else { return }

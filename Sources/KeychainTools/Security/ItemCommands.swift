@@ -88,7 +88,7 @@ struct ItemCommands {
             try session.unlockIfNeeded(keychain)
             if opts.has("U") {
                 // Add, or update the duplicate (the same primary key) in the same transaction.
-                var changes = ItemUpdate(secret: secret)
+                var changes = ItemUpdate()
                 changes.attributes = item.attributes
                 try session.service.upsert(item, changes: changes, in: keychain)
             } else {
