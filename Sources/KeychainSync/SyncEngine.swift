@@ -35,8 +35,8 @@ public final class SyncEngine: KeychainSyncing {
             background.withLock { $0 }?.accountsMayHaveChanged()
         }
         switch request {
-        case .setUp(let server, let authorities):
-            return try setUp(server: server, certificateAuthorities: authorities, file: file)
+        case .setUp(let server, let authorities, let token):
+            return try setUp(server: server, certificateAuthorities: authorities, registrationToken: token, file: file)
         case .now:
             return try round(file: file, state: try member(of: file))
         case .status: return try state(of: file).report()
@@ -95,9 +95,13 @@ public final class SyncEngine: KeychainSyncing {
 
     /// Creates the account with this device as its first: the device's keys, the first epoch's item key and a
     /// recovery key (returned once, kept nowhere), then a first round.
-    private func setUp(server text: String, certificateAuthorities: Data?, file: KeychainFile) throws(KeychainError)
-        -> SyncReport
+    private func setUp(server text: String, certificateAuthorities: Data?, registrationToken: SecretBytes?,
+                       file: KeychainFile) throws(KeychainError) -> SyncReport
     {
+        let token = registrationToken.flatMap { $0.unprotectedString() }
+        if let token, token.isEmpty || token.utf8.contains(where: { $0 < 0x21 || $0 > 0x7e }) {
+            throw KeychainError.param("a registration token is one word of printable characters")
+        }
         let server = try SyncTransport.serverURL(text)
         try SyncTransport.checkAuthorities(certificateAuthorities)
         if let existing = try file.syncState() {
@@ -130,7 +134,8 @@ public final class SyncEngine: KeychainSyncing {
               let body = try? JSONEncoder().encode(AccountCreation(account: account, device: record, genesis: genesis,
                                                                    shares: [share]))
         else { throw KeychainError(.internalComponent, "the account cannot be described") }
-        let reply = try transport.send(.POST, "/v1/accounts", body: body)
+        let reply = try transport.send(.POST, "/v1/accounts", body: body,
+                                       headers: token.map { [(syncRegistrationTokenHeader, $0)] } ?? [])
         guard reply.status == 201 else { throw SyncTransport.failure(reply, doing: "create the account") }
         let state = SyncState(
             server: server.absoluteString, account: account, device: device,

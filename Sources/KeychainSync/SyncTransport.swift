@@ -81,7 +81,9 @@ struct SyncTransport {
         return url
     }
 
-    func send(_ method: HTTPMethod, _ path: String, body: Data? = nil) throws(KeychainError) -> Reply {
+    func send(_ method: HTTPMethod, _ path: String, body: Data? = nil, headers: [(String, String)] = [])
+        throws(KeychainError) -> Reply
+    {
         let payload = body ?? Data()
         let target = server.path + path
         let signature: RequestSignature
@@ -94,6 +96,7 @@ struct SyncTransport {
         do {
             var request = try HTTPClient.Request(url: server.absoluteString + path, method: method)
             request.headers.add(name: "Authorization", value: signature.headerValue)
+            for (name, value) in headers { request.headers.add(name: name, value: value) }
             if let body {
                 request.headers.add(name: "Content-Type", value: "application/json")
                 request.body = .bytes(body)

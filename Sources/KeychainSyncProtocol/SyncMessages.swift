@@ -18,6 +18,9 @@ public enum SyncLimits {
     public static let idLength = 16
 }
 
+/// `POST /v1/accounts` carries the operator's registration token in this header when the server asks for one.
+public let syncRegistrationTokenHeader = "X-Registration-Token"
+
 /// `POST /v1/accounts`: the first device creates the account. The request is signed by that device's key.
 public struct AccountCreation: Codable, Sendable, Equatable {
     public var account: Data

@@ -11,6 +11,8 @@ struct SyncRoutes: Sendable {
     let store: SyncStore
     let notifier: ChangeNotifier
     let clock: @Sendable () -> Date
+    /// The operator's registration token, if account creation needs one.
+    var registrationToken: [UInt8]? = nil
     /// The largest request body: one item's ciphertext with its JSON and base64 around it.
     static let maxBody = SyncLimits.maxCiphertext * 4 / 3 + 4096
 
@@ -157,6 +159,13 @@ struct SyncRoutes: Sendable {
 
     private func createAccount(_ request: Request) async throws -> Response {
         let body = try await Self.body(of: request)
+        if let registrationToken {
+            let wanted = Self.registrationTokenHeader.lowercased()
+            let given = Array((request.headers.first { $0.name.canonicalName == wanted }?.value ?? "").utf8)
+            guard Self.constantTimeEqual(given, registrationToken) else {
+                throw Refusal(.forbidden, "this server makes accounts only with its registration token")
+            }
+        }
         let creation = try Self.decode(AccountCreation.self, body)
         guard creation.account.count == SyncLimits.idLength, creation.device.id.count == SyncLimits.idLength,
               (try? P256.Signing.PublicKey(x963Representation: creation.device.signingKey)) != nil,
@@ -289,6 +298,16 @@ struct SyncRoutes: Sendable {
     }
 
     static func target(_ request: Request) -> String { request.uri.description }
+
+    static let registrationTokenHeader = syncRegistrationTokenHeader
+
+    /// Equal bytes, in a time that depends on the lengths only.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for i in a.indices { difference |= a[i] ^ b[i] }
+        return difference == 0
+    }
 
     static func id(_ context: BasicRequestContext, _ name: String) throws -> Data {
         guard let text = context.parameters.get(name), text.count == 2 * SyncLimits.idLength,

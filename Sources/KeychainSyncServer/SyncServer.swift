@@ -24,6 +24,9 @@ public struct SyncServerConfiguration: Sendable {
     public var tlsKey: String?
     public var tombstoneHorizon: Int64 = 90 * 24 * 3600
     public var logLevel: Logger.Level = .info
+    /// When set, a new account needs this token (`X-Registration-Token`): a server on the internet creates
+    /// accounts only for those its operator gave it to. Joining or recovering an existing account needs none.
+    public var registrationToken: String?
 
     public init(database: Database) { self.database = database }
 
@@ -65,7 +68,8 @@ public enum SyncServer {
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: buffer)))
         }
         let notifier = ChangeNotifier()
-        SyncRoutes(store: store, notifier: notifier, clock: { Date() }).register(on: router)
+        SyncRoutes(store: store, notifier: notifier, clock: { Date() },
+                   registrationToken: configuration.registrationToken.map { Array($0.utf8) }).register(on: router)
 
         let server: HTTPServerBuilder
         if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {

@@ -132,7 +132,8 @@ public enum Request: Sendable {
         case .sync(let request, let r):
             w.byte(37)
             switch request {
-            case .setUp(let server, let authorities): w.byte(0); w.string(server); w.optionalBlob(authorities)
+            case .setUp(let server, let authorities, let token):
+                w.byte(0); w.string(server); w.optionalBlob(authorities); w.optionalSecret(token)
             case .now: w.byte(1)
             case .status: w.byte(2)
             case .leave: w.byte(3)
@@ -228,7 +229,8 @@ public enum Request: Sendable {
         case 37:
             let sync: SyncRequest
             switch try r.byte() {
-            case 0: sync = .setUp(server: try r.string(), certificateAuthorities: try r.optionalBlob())
+            case 0: sync = .setUp(server: try r.string(), certificateAuthorities: try r.optionalBlob(),
+                                  registrationToken: try r.optionalSecret())
             case 1: sync = .now
             case 2: sync = .status
             case 3: sync = .leave

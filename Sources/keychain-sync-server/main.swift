@@ -10,9 +10,10 @@ let usage = """
                                 [--database-socket PATH --database-user USER --database-name DB]
                                 [--host ADDRESS] [--port N] [--tls-certificate PEM --tls-key PEM]
                                 [--tombstone-days N | --tombstone-seconds N] [--log-level LEVEL]
+                                [--registration-token-file FILE]
     environment: DATABASE_URL, KEYCHAIN_SYNC_DATABASE_SOCKET, KEYCHAIN_SYNC_DATABASE_USER,
                  KEYCHAIN_SYNC_DATABASE_NAME, KEYCHAIN_SYNC_HOST, KEYCHAIN_SYNC_PORT, KEYCHAIN_SYNC_TLS_CERTIFICATE,
-                 KEYCHAIN_SYNC_TLS_KEY, KEYCHAIN_SYNC_TOMBSTONE_DAYS, LOG_LEVEL
+                 KEYCHAIN_SYNC_TLS_KEY, KEYCHAIN_SYNC_TOMBSTONE_DAYS, KEYCHAIN_SYNC_REGISTRATION_TOKEN_FILE, LOG_LEVEL
     """
 
 func fail(_ message: String) -> Never {
@@ -34,7 +35,8 @@ func configurationFromArguments() -> SyncServerConfiguration {
             exit(0)
         }
         let known = ["--database-url", "--database-socket", "--database-user", "--database-name", "--host", "--port",
-                     "--tls-certificate", "--tls-key", "--tombstone-days", "--tombstone-seconds", "--log-level"]
+                     "--tls-certificate", "--tls-key", "--tombstone-days", "--tombstone-seconds", "--log-level",
+                     "--registration-token-file"]
         guard known.contains(flag) else { fail("unknown option \(flag)\n\(usage)") }
         guard let value = arguments.popFirst() else { fail("\(flag) needs a value") }
         options[String(flag.dropFirst(2))] = value
@@ -72,6 +74,15 @@ func configurationFromArguments() -> SyncServerConfiguration {
     if let seconds = option("tombstone-seconds") {
         guard let value = Int64(seconds), value >= 1 else { fail("--tombstone-seconds must be a positive number") }
         configuration.tombstoneHorizon = value
+    }
+    // Accounts only for those who were given the token: read from a file (never the command line), one line.
+    if let path = option("registration-token-file", "KEYCHAIN_SYNC_REGISTRATION_TOKEN_FILE") {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fail("cannot read \(path)") }
+        let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard token.utf8.count >= 16, !token.contains("\n") else {
+            fail("the registration token in \(path) must be one line of at least 16 characters")
+        }
+        configuration.registrationToken = token
     }
     if let level = option("log-level", "LOG_LEVEL") {
         guard let value = Logger.Level(rawValue: level) else { fail("unknown log level \(level)") }

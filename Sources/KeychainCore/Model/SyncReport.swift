@@ -9,7 +9,8 @@ import Foundation
 /// private CA, `--ca-file`); nil: the system's trusted roots. Kept with the keychain's sync state.
 public enum SyncRequest: Sendable, Equatable {
     /// Create a sync account on the server at this URL, with this device as its first, and sync.
-    case setUp(server: String, certificateAuthorities: Data? = nil)
+    /// `registrationToken`: what a server that makes accounts only for those its operator chose asks for.
+    case setUp(server: String, certificateAuthorities: Data? = nil, registrationToken: SecretBytes? = nil)
     /// One round now: take what the server has, send what changed here.
     case now
     /// What the keychain's sync looks like, without a round.

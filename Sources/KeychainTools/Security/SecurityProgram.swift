@@ -135,7 +135,7 @@ public final class SecurityProgram {
             try BackupCommands(session: self.session).restore(args)
         },
         // Beyond macOS: synchronizable items on the user's other devices (docs/SYNC.md).
-        Command(name: "sync-setup", usage: "--server URL [--ca-file PEM] [-k keychain]",
+        Command(name: "sync-setup", usage: "--server URL [--ca-file PEM] [--registration-token-file FILE|-] [-k keychain]",
                 help: "Sync a keychain's synchronizable items through a sync server, as its first device.") {
             args throws(CommandError) in try SyncCommands(session: self.session).setUp(args)
         },

@@ -17,10 +17,31 @@ struct SyncCommands {
 
     /// `sync-setup --server URL [-k keychain]`: a new sync account with this device as its first.
     func setUp(_ arguments: [String]) throws(CommandError) -> Int32 {
-        let (server, authorities, keychainName) = try Self.server(arguments, api: "sync-setup")
+        var rest: [String] = []
+        var tokenFile: String?
+        var args = arguments[...]
+        while let argument = args.popFirst() {
+            if argument == "--registration-token-file" {
+                guard let value = args.popFirst() else { throw .usage }
+                tokenFile = value
+            } else {
+                rest.append(argument)
+            }
+        }
+        let (server, authorities, keychainName) = try Self.server(rest, api: "sync-setup")
         guard let server else { throw .usage }
-        let status = try run(.setUp(server: server, certificateAuthorities: authorities), keychainName,
-                             api: "sync-setup") { report in
+        var token: SecretBytes?
+        if let tokenFile {
+            // From a file or standard input, never the command line: the token is the server's door.
+            let bytes = tokenFile == "-" ? StandardStreams.readAll() : FileManager.default.contents(atPath: tokenFile).map(Array.init)
+            guard var bytes else {
+                return Terminal.reportFailure(of: "sync-setup", .param("\(tokenFile): cannot read the registration token"))
+            }
+            while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 { bytes.removeLast() }
+            token = SecretBytes(consuming: &bytes)
+        }
+        let status = try run(.setUp(server: server, certificateAuthorities: authorities, registrationToken: token),
+                             keychainName, api: "sync-setup") { report in
             Terminal.writeOut("This keychain now syncs with \(report.server) (account \(report.account), "
                               + "this device \(report.device)).\n")
             if let key = report.recoveryKey, let text = key.unprotectedString() {

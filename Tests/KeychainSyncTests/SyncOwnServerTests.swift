@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 
-/// A self-hosted server behind TLS with a certificate of the user's own CA: devices trust it through `--ca-file`
-/// (that CA alone), keep the CA with the keychain's sync state for every later round, and refuse it without.
-@Suite("Sync over TLS with a private CA", .serialized,
+/// A server of one's own on the internet: behind TLS with a certificate of the user's own CA (devices trust it through
+/// `--ca-file`, that CA alone, kept with the keychain's sync state for every later round), and making accounts only
+/// for those given its registration token.
+@Suite("Sync: a server of one's own (a private CA, a registration token)", .serialized,
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")))
-struct SyncTLSTests {
+struct SyncOwnServerTests {
     /// A CA and a certificate it signed for localhost and 127.0.0.1, made with openssl in `directory`.
     static func makeCertificates(in directory: URL) throws -> (ca: String, certificate: String, key: String) {
         let ca = directory.appendingPathComponent("ca.pem").path, caKey = directory.appendingPathComponent("ca.key").path
@@ -77,5 +78,53 @@ struct SyncTLSTests {
         #expect(try second.security("sync-now").status == 0)
         #expect(try first.security("sync-now").status == 0)
         #expect(try first.example("get", "canary-svc-tls", "acct").stdout == "changed-over-tls\n")
+    }
+
+    @Test("with --registration-token-file the server makes accounts only for the token, read from a file or standard input; joining needs none")
+    func registrationToken() throws {
+        let database = try PostgresCluster()
+        defer { database.stop() }
+        let scratch = URL(fileURLWithPath: "/tmp/kctok-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let token = "k7Q4-mZ9T-bX2p-Lw8e-R5nY"
+        let tokenFile = scratch.appendingPathComponent("token")
+        try "\(token)\n".write(to: tokenFile, atomically: true, encoding: .utf8)
+        let wrongFile = scratch.appendingPathComponent("wrong")
+        try "not-the-token-at-all-really\n".write(to: wrongFile, atomically: true, encoding: .utf8)
+        // A token too short to be one is refused at start.
+        let short = scratch.appendingPathComponent("short")
+        try "abc\n".write(to: short, atomically: true, encoding: .utf8)
+        #expect(throws: FixtureError.self) {
+            try SyncServerProcess(database: database, extra: ["--registration-token-file", short.path]).stop()
+        }
+
+        let server = try SyncServerProcess(database: database, extra: ["--registration-token-file", tokenFile.path])
+        defer { server.stop() }
+        let first = try Device("tok-first"), second = try Device("tok-second")
+        defer {
+            first.cleanUp()
+            second.cleanUp()
+        }
+        let without = try first.security("sync-setup", "--server", server.url)
+        #expect(without.status != 0)
+        #expect(without.stderr.contains("only with its registration token"), "\(without.stderr)")
+        let wrong = try first.security("sync-setup", "--server", server.url, "--registration-token-file", wrongFile.path)
+        #expect(wrong.status != 0)
+        #expect(try first.security("sync-status").status != 0)
+        #expect(try database.sql("SELECT count(*) FROM accounts") == "0\n")
+
+        let fromStandardInput = try first.security("sync-setup", "--server", server.url, "--registration-token-file", "-",
+                                                   stdin: token + "\n")
+        #expect(fromStandardInput.status == 0, "\(fromStandardInput.stdout) \(fromStandardInput.stderr)")
+        #expect(try second.security("sync-setup", "--server", server.url, "--registration-token-file", tokenFile.path)
+                .status == 0)
+        // Joining an existing account is the account's devices' decision, not the operator's: no token.
+        let third = try Device("tok-third")
+        defer { third.cleanUp() }
+        let asked = try third.security("sync-join", "--server", server.url, "--no-wait")
+        let code = try #require(SyncDevicesTests.code(in: asked.stdout), "\(asked.stdout) \(asked.stderr)")
+        #expect(try first.security("sync-approve", code).status == 0)
+        #expect(try third.security("sync-join").status == 0)
     }
 }
