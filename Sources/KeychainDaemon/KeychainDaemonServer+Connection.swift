@@ -124,8 +124,15 @@ extension KeychainDaemonServer {
                     if case .trustProgram(let path) = request {
                         response = trustProgram(at: path, for: claimed, asker: connectionAsker)
                     } else {
-                        let (handled, decisions) = tracingDecisions {
-                            RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                        // A backup or a restore tells its client how far it got, in frames before the answer (this
+                        // thread is the only writer on the connection while it works).
+                        let progress = request.reportsProgress ? OperationProgress { done, total in
+                            _ = Framing.send(Response.progress(done: done, total: total).encode(), on: fd)
+                        } : nil
+                        let (handled, decisions) = OperationProgress.$current.withValue(progress) {
+                            tracingDecisions {
+                                RequestDispatcher.handle(contexts.substitute(request), service: service, contexts: contexts)
+                            }
                         }
                         var failure: KeychainError?
                         if case .failure(let error) = handled { failure = error }

@@ -291,6 +291,16 @@ public enum Request: Sendable {
 }
 
 /// The daemon's answer to one request.
+extension Request {
+    /// Whether keychaind sends ``Response/progress(done:total:)`` frames before this request's answer.
+    public var reportsProgress: Bool {
+        switch self {
+        case .backUp, .restore: true
+        default: false
+        }
+    }
+}
+
 public enum Response: Sendable {
     case done
     case reference(KeychainReference)
@@ -313,6 +323,9 @@ public enum Response: Sendable {
     case syncReport(SyncReport)
     /// Sent as its JSON form (what `security access-log --json` prints).
     case accessLogReport(AccessLogReport)
+    /// Before the answer to a long request (a backup, a restore): how far it got. Any number may come; the
+    /// answer follows.
+    case progress(done: Int64, total: Int64)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -332,6 +345,7 @@ public enum Response: Sendable {
             w.int(Int64(list.count))
             for f in list { w.found(f) }
         case .failure(let e): w.byte(9); w.error(e)
+        case .progress(let done, let total): w.byte(18); w.int(done); w.int(total)
         case .event(let e): w.byte(10); w.int(Int64(e.kind.rawValue)); w.optionalString(e.keychain); w.int(Int64(e.pid))
         case .secret(let s): w.byte(11); w.secret(s)
         case .keyPair(let pair): w.byte(12); w.found(pair.privateKey); w.blob(pair.publicKey)
@@ -405,6 +419,10 @@ public enum Response: Sendable {
             for _ in 0..<n { list.append(try r.found()) }
             response = .items(list)
         case 9: response = .failure(try r.error())
+        case 18:
+            let done = try r.int(), total = try r.int()
+            guard done >= 0, total >= 0 else { throw .malformed("progress") }
+            response = .progress(done: done, total: total)
         case 10:
             guard let raw = UInt32(exactly: try r.int()), let kind = KeychainEvent.Kind(rawValue: raw) else {
                 throw .malformed("event")

@@ -199,7 +199,7 @@ struct WireTests {
     func responseRoundTrip() throws {
         let item = Item(itemClass: .genericPassword, attributes: ["acct": .string("a"), "cdat": .date(12.5), "port": .number(1)])
         let responses: [Response] = [
-            .done, .state(KeychainState(exists: true, isLocked: false, hasPassword: true)),
+            .done, .progress(done: 5, total: 9), .state(KeychainState(exists: true, isLocked: false, hasPassword: true)),
             .settings(KeychainSettings(lockInterval: nil, lockOnSleep: true)), .count(3),
             .items([FoundItem(item: item, secret: SecretBytes(utf8: "x")), FoundItem(item: item, secret: nil)]),
             .failure(KeychainError(.itemNotFound)),

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import KeychainCore
+import Synchronization
 import Testing
 @testable import KeychainStorage
 
@@ -67,6 +68,29 @@ struct BackupTests {
         // Nothing of the secrets or the attributes is in the file in the clear.
         let bytes = fileBytes(backupPath(source))
         for clear in ["secret of", "hunter2", "example.com", "label ak", "backup"] { #expect(!contains(bytes, clear)) }
+    }
+
+    /// What `security`'s progress line (and keychaind's progress frames) are made of: a backup counts items, a
+    /// restore the bytes of the file read; both end at their total.
+    @Test("a backup and a restore report how far they got, ending at the whole")
+    func progress() throws {
+        let source = try Self.source()
+        let updates = Mutex<[(Int64, Int64)]>([])
+        let progress = OperationProgress { done, total in updates.withLock { $0.append((done, total)) } }
+        _ = try OperationProgress.$current.withValue(progress) {
+            try source.file.writeBackup(to: backupPath(source), password: Self.password)
+        }
+        let backedUp = updates.withLock { $0 }
+        #expect(backedUp.last.map { $0 == (9, 9) } == true, "\(backedUp)")  // every row, the app password one too
+        updates.withLock { $0 = [] }
+        let target = try TestFile(password: "other")
+        _ = try OperationProgress.$current.withValue(progress) {
+            try target.file.restoreBackup(from: backupPath(source), password: Self.password)
+        }
+        let restored = updates.withLock { $0 }
+        let size = Int64(fileBytes(backupPath(source)).count)
+        #expect(restored.last.map { $0.0 == size && $0.1 == size } == true, "\(restored) of \(size)")
+        #expect(restored.allSatisfy { $0.0 <= $0.1 })
     }
 
     @Test("a Secret portal secret comes back where it is missing and is never replaced by a backup's, however new")

@@ -214,10 +214,17 @@ public final class RemoteKeychainService: KeychainService {
                 return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
             }
             do {
-                guard let bytes = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
-                    return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+                while true {
+                    guard let bytes = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
+                        return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+                    }
+                    // Progress frames come before the answer of a long request: shown where the caller shows them.
+                    if request.reportsProgress, case .progress(let done, let total)? = try? Response.decode(bytes) {
+                        OperationProgress.current?.update(done, of: total)
+                        continue
+                    }
+                    return .success(bytes)
                 }
-                return .success(bytes)
             } catch {
                 return .failure(KeychainError(.notAvailable, "the keychain daemon's answer was unreadable"))
             }

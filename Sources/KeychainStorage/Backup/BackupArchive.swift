@@ -344,6 +344,9 @@ extension BackupArchive {
         private var thisDeviceKey: SymmetricKey?
         private var index: Int64 = 0
         private(set) var ended = false
+        /// How far into the file reading got, and its size: a restore's progress.
+        var bytesRead: Int64 { source.consumed }
+        var size: Int64 { source.size }
 
         /// The outcome of one record.
         enum Record {
@@ -364,7 +367,7 @@ extension BackupArchive {
                 close(fd)
                 throw KeychainError(.param, "\(path) is not a file")
             }
-            try self.init(source: ByteSource(fd: fd))
+            try self.init(source: ByteSource(fd: fd, size: Int64(status.st_size)))
         }
 
         /// A backup in memory (tests, the fuzzer).
@@ -455,15 +458,21 @@ extension BackupArchive {
         private var buffer: [UInt8]
         private var position = 0
         private var atEnd = false
+        /// Bytes handed out before the buffer's start, and the whole source's size.
+        private var dropped: Int64 = 0
+        let size: Int64
+        var consumed: Int64 { dropped + Int64(position) }
 
-        init(fd: Int32) {
+        init(fd: Int32, size: Int64) {
             self.fd = fd
+            self.size = size
             buffer = []
         }
 
         init(bytes: [UInt8]) {
             fd = -1
             buffer = bytes
+            size = Int64(bytes.count)
             atEnd = true
         }
 
@@ -486,6 +495,7 @@ extension BackupArchive {
         private func fill() throws(KeychainError) {
             if position > 0 {
                 buffer.removeFirst(position)
+                dropped += Int64(position)
                 position = 0
             }
             var chunk = [UInt8](repeating: 0, count: 64 << 10)

@@ -18,9 +18,14 @@ extension KeychainFile {
         let writer = try BackupArchive.Writer(destination: path, password: password, kdf: configuration.kdf,
                                               deviceKey: deviceKey, now: configuration.clock())
         var report = BackupReport()
+        let progress = OperationProgress.current
         try read { db in
+            let total = try Int64.fetchOne(db, sql: "SELECT count(*) FROM items") ?? 0
+            var done: Int64 = 0
             let cursor = try Row.fetchCursor(db, sql: "SELECT \(ItemRow.columns) FROM items ORDER BY rowid")
             while let row = try cursor.nextItemRow() {
+                done += 1
+                progress?.update(done, of: total)
                 let (item, cls) = try openMeta(row)
                 // keychaind's sync state belongs to this device's membership of a sync account: a new device joins.
                 if Caller.isKeychaindOwn(item.accessGroup) { continue }
@@ -56,12 +61,14 @@ extension KeychainFile {
     }
 
     func restore(from reader: BackupArchive.Reader) throws(KeychainError) -> BackupReport {
+        let progress = OperationProgress.current
         let report = try write { db, changes -> BackupReport in
             var report = BackupReport()
             var seen = 0
             var thisDevice = 0  // every this-device record, opened here or not: none may pass for another kind
             let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
             while let record = try reader.next() {
+                if let progress { progress.update(reader.bytesRead, of: reader.size) }
                 switch record {
                 case .end(let written):
                     guard written.items == seen, written.thisDeviceOnly == thisDevice else {

@@ -18,7 +18,9 @@ struct BackupCommands {
         do throws(KeychainError) {
             let keychain = try session.keychain(opts.value("k"))
             let password = try backupPassword(opts, newOne: true)
-            let report = try session.service.backUp(keychain, to: path, password: password)
+            let report = try Progress.around("backing up") {
+                () throws(KeychainError) in try session.service.backUp(keychain, to: path, password: password)
+            }
             var line = "Backed up \(Self.items(report.items)) of \(keychain.fileName) to \(path)"
             if report.thisDeviceOnly > 0 {
                 line += " (\(report.thisDeviceOnly) of them restore only on this device)"
@@ -41,7 +43,9 @@ struct BackupCommands {
             }
             let password = try backupPassword(opts, newOne: false)
             let keychain = try session.keychain(opts.value("k"))
-            let report = try session.service.restore(from: path, password: password, into: keychain)
+            let report = try Progress.around("restoring") {
+                () throws(KeychainError) in try session.service.restore(from: path, password: password, into: keychain)
+            }
             var line = "Restored \(Self.items(report.items)) into \(keychain.fileName)"
             if report.kept > 0 { line += "; kept \(report.kept) whose copy here is as new or newer" }
             Terminal.writeOut(line + ".\n")

@@ -170,6 +170,23 @@ enum Progress {
         Terminal.writeError("\r\(what): \(done) of \(total)\u{1B}[K")
     }
 
+    /// The same line as a percentage (a restore counts bytes of the file, not items).
+    static func show(_ what: String, percent done: Int64, of total: Int64) {
+        guard isatty(STDERR_FILENO) == 1 else { return }
+        let now = Date()
+        if started == nil { started = now }
+        guard let started, now.timeIntervalSince(started) > 1, total > 0 else { return }
+        shown = true
+        Terminal.writeError("\r\(what): \(min(100, done * 100 / total))%\u{1B}[K")
+    }
+
+    /// Runs `body` with a progress line for what keychaind (or the engine here) reports of it.
+    static func around<T>(_ what: String, _ body: () throws(KeychainError) -> T) throws(KeychainError) -> T {
+        let progress = OperationProgress { done, total in show(what, percent: done, of: total) }
+        defer { Progress.done() }
+        return try OperationProgress.$current.withValue(progress) { Result { () throws(KeychainError) in try body() } }.get()
+    }
+
     static func done() {
         if shown { Terminal.writeError("\n") }
         started = nil
