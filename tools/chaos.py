@@ -14,8 +14,8 @@ What must hold, checked as it goes and once more at the end:
 - every acknowledged write is there afterwards (a value written with exit status 0 reads back, a deleted item is
   gone), unless a write of the same client was under way when it was killed: keychaind finishes what it received, and
   such a request may wait for the writer's lock (SQLite's busy timeout, 30 s) and land after a later acknowledged one,
-  so its value stays a possible read for LATE_LANDING seconds (seen once in CI: a killed write landed after the next
-  acknowledged write of the same item);
+  so its value stays a possible read for LATE_LANDING seconds (CI once read an older value of the same client,
+  most likely such a write);
 - no read returns data that was never written to that item;
 - keychaind's resident memory at the end of the quiet phase is within 10% of what it was at its start.
 
