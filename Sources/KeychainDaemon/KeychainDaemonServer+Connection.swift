@@ -125,9 +125,10 @@ extension KeychainDaemonServer {
                         response = trustProgram(at: path, for: claimed, asker: connectionAsker)
                     } else {
                         // A backup or a restore tells its client how far it got, in frames before the answer (this
-                        // thread is the only writer on the connection while it works).
+                        // thread is the only writer on the connection while it works). Never waiting for room: the
+                        // work holds the keychain's locks meanwhile.
                         let progress = request.reportsProgress ? OperationProgress { done, total in
-                            _ = Framing.send(Response.progress(done: done, total: total).encode(), on: fd)
+                            _ = Framing.sendIfRoom(Response.progress(done: done, total: total).encode(), on: fd)
                         } : nil
                         let (handled, decisions) = OperationProgress.$current.withValue(progress) {
                             tracingDecisions {

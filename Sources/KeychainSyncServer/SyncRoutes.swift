@@ -158,7 +158,6 @@ struct SyncRoutes: Sendable {
     // MARK: Handlers
 
     private func createAccount(_ request: Request) async throws -> Response {
-        let body = try await Self.body(of: request)
         if let registrationToken {
             let wanted = Self.registrationTokenHeader.lowercased()
             let given = Array((request.headers.first { $0.name.canonicalName == wanted }?.value ?? "").utf8)
@@ -166,6 +165,7 @@ struct SyncRoutes: Sendable {
                 throw Refusal(.forbidden, "this server makes accounts only with its registration token")
             }
         }
+        let body = try await Self.body(of: request)
         let creation = try Self.decode(AccountCreation.self, body)
         guard creation.account.count == SyncLimits.idLength, creation.device.id.count == SyncLimits.idLength,
               (try? P256.Signing.PublicKey(x963Representation: creation.device.signingKey)) != nil,

@@ -36,6 +36,15 @@ public enum Framing {
         return writeAll(frames, fd)
     }
 
+    /// Sends a small frame only if the socket has room for it now (a unix stream socket reports writable while
+    /// three quarters of its buffer are free): a progress report is dropped rather than wait for a client that
+    /// stopped reading (suspended, its terminal paused) while the sender holds a keychain's locks.
+    public static func sendIfRoom(_ payload: [UInt8], on fd: Int32) -> Bool {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        guard poll(&descriptor, 1, 0) == 1, descriptor.revents & Int16(POLLOUT) != 0 else { return false }
+        return send([payload], on: fd)
+    }
+
     /// Reads one frame of at most `limit` bytes; nil at a clean end of stream.
     public static func receive(on fd: Int32, limit: Int) throws(WireError) -> [UInt8]? {
         guard let header = try readExactly(4, fd, allowEnd: true) else { return nil }

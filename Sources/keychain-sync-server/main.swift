@@ -79,8 +79,9 @@ func configurationFromArguments() -> SyncServerConfiguration {
     if let path = option("registration-token-file", "KEYCHAIN_SYNC_REGISTRATION_TOKEN_FILE") {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fail("cannot read \(path)") }
         let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard token.utf8.count >= 16, !token.contains("\n") else {
-            fail("the registration token in \(path) must be one line of at least 16 characters")
+        // What an HTTP header carries as is, and what `security sync-setup` accepts: one word of printable ASCII.
+        guard token.utf8.count >= 16, token.utf8.allSatisfy({ (0x21...0x7e).contains($0) }) else {
+            fail("the registration token in \(path) must be one word of at least 16 printable ASCII characters")
         }
         configuration.registrationToken = token
     }

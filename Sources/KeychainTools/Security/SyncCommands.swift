@@ -32,13 +32,18 @@ struct SyncCommands {
         guard let server else { throw .usage }
         var token: SecretBytes?
         if let tokenFile {
-            // From a file or standard input, never the command line: the token is the server's door.
-            let bytes = tokenFile == "-" ? StandardStreams.readAll() : FileManager.default.contents(atPath: tokenFile).map(Array.init)
-            guard var bytes else {
+            // From a file or standard input's first line (asked without echo on a terminal), never the command
+            // line: the token is the server's door.
+            if tokenFile == "-" {
+                token = Terminal.hasTerminal && isatty(STDIN_FILENO) == 1
+                    ? Terminal.readSecret(prompt: "registration token: ") : Terminal.readSecretFromStandardInput()
+            } else if var bytes = FileManager.default.contents(atPath: tokenFile).map(Array.init) {
+                while let last = bytes.last, [0x0a, 0x0d, 0x20, 0x09].contains(last) { bytes.removeLast() }
+                token = SecretBytes(consuming: &bytes)
+            }
+            guard token != nil else {
                 return Terminal.reportFailure(of: "sync-setup", .param("\(tokenFile): cannot read the registration token"))
             }
-            while let last = bytes.last, last == 0x0a || last == 0x0d || last == 0x20 { bytes.removeLast() }
-            token = SecretBytes(consuming: &bytes)
         }
         let status = try run(.setUp(server: server, certificateAuthorities: authorities, registrationToken: token),
                              keychainName, api: "sync-setup") { report in
