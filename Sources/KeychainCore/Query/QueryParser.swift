@@ -122,9 +122,6 @@ public enum QueryParser {
         if sawAuthContext && sawCredentialRef {
             throw .param("kSecUseAuthenticationContext and kSecUseCredentialReference together")
         }
-        if query.accessibility != nil && query.accessControl != nil {
-            throw .param("kSecAttrAccessible and kSecAttrAccessControl together")
-        }
         if let persistentRef {
             if operation == .add {
                 if case .rowID = persistentRef.identifier { throw .param("kSecValuePersistentRef in an add") }
@@ -138,9 +135,6 @@ public enum QueryParser {
         case .add:
             if query.hadMatchKeys { throw .param("kSecMatch keys in an add") }
             if query.sync == .any { query.sync = .nonSynchronizable }
-            if query.accessControl?.hasACL == true && query.sync == .synchronizable {
-                throw .param("access control on a synchronizable item")
-            }
         case .update, .delete:
             // iOS rejects kSecMatch and kSecReturn keys here (-50); macOS's SecItemUpdate and SecItemDelete strip
             // them and act on every match. Code compiled for Linux takes its macOS branches (a wrapper's removeAll()
@@ -151,7 +145,8 @@ public enum QueryParser {
         case .search:
             break
         }
-        return query
+        // The rules between fields are kept once, where keychaind also holds a typed request to them.
+        return try query.checked()
     }
 
     /// `kSecAttrAccess` ("acls"): on macOS a SecAccessRef with the trusted applications. Here `true` trusts every
@@ -228,13 +223,7 @@ public enum QueryParser {
         update.accessibility = scratch.accessibility
         update.accessControl = scratch.accessControl
         if sawSync { update.synchronizable = scratch.sync == .synchronizable }
-        if update.accessibility != nil && update.accessControl != nil {
-            throw .param("kSecAttrAccessible and kSecAttrAccessControl together")
-        }
-        if update.accessControl?.hasACL == true && update.synchronizable == true {
-            throw .param("access control on a synchronizable item")
-        }
-        return update
+        return try update.checked(for: itemClass)
     }
 
     private static func applyAttribute(_ descriptor: AttributeDescriptor, _ value: QueryValue, to query: inout ItemQuery)

@@ -162,22 +162,23 @@ enum Progress {
     nonisolated(unsafe) static var shown = false
 
     static func show(_ what: String, _ done: Int, of total: Int) {
+        write("\(what): \(done) of \(total)")
+    }
+
+    /// The same line as a percentage (a restore counts bytes of the file, not items).
+    static func show(_ what: String, percent done: Int64, of total: Int64) {
+        guard total > 0 else { return }
+        write("\(what): \(min(100, done * 100 / total))%")
+    }
+
+    /// Rewrites the line in place, once the work has taken more than a second and only on a terminal.
+    private static func write(_ line: String) {
         guard isatty(STDERR_FILENO) == 1 else { return }
         let now = Date()
         if started == nil { started = now }
         guard let started, now.timeIntervalSince(started) > 1 else { return }
         shown = true
-        Terminal.writeError("\r\(what): \(done) of \(total)\u{1B}[K")
-    }
-
-    /// The same line as a percentage (a restore counts bytes of the file, not items).
-    static func show(_ what: String, percent done: Int64, of total: Int64) {
-        guard isatty(STDERR_FILENO) == 1 else { return }
-        let now = Date()
-        if started == nil { started = now }
-        guard let started, now.timeIntervalSince(started) > 1, total > 0 else { return }
-        shown = true
-        Terminal.writeError("\r\(what): \(min(100, done * 100 / total))%\u{1B}[K")
+        Terminal.writeError("\r\(line)\u{1B}[K")
     }
 
     /// Runs `body` with a progress line for what keychaind (or the engine here) reports of it.

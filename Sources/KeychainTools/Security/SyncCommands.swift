@@ -17,18 +17,8 @@ struct SyncCommands {
 
     /// `sync-setup --server URL [-k keychain]`: a new sync account with this device as its first.
     func setUp(_ arguments: [String]) throws(CommandError) -> Int32 {
-        var rest: [String] = []
-        var tokenFile: String?
-        var args = arguments[...]
-        while let argument = args.popFirst() {
-            if argument == "--registration-token-file" {
-                guard let value = args.popFirst() else { throw .usage }
-                tokenFile = value
-            } else {
-                rest.append(argument)
-            }
-        }
-        let (server, authorities, keychainName) = try Self.server(rest, api: "sync-setup")
+        let (server, authorities, keychainName, tokenFile) = try Self.server(arguments, api: "sync-setup",
+                                                                             registrationToken: true)
         guard let server else { throw .usage }
         var token: SecretBytes?
         if let tokenFile {
@@ -65,7 +55,7 @@ struct SyncCommands {
     /// (unless `--no-wait`) until a device that syncs lets this one in. `sync-join` alone waits again.
     func join(_ arguments: [String]) throws(CommandError) -> Int32 {
         let noWait = arguments.contains("--no-wait")
-        let (server, authorities, keychainName) = try Self.server(arguments.filter { $0 != "--no-wait" }, api: "sync-join")
+        let (server, authorities, keychainName, _) = try Self.server(arguments.filter { $0 != "--no-wait" }, api: "sync-join")
         if let server {
             let status = try run(.join(server: server, certificateAuthorities: authorities), keychainName,
                                  api: "sync-join") { report in
@@ -151,7 +141,7 @@ struct SyncCommands {
                 rest.append(argument)
             }
         }
-        let (server, authorities, keychainName) = try Self.server(rest, api: "sync-recover")
+        let (server, authorities, keychainName, _) = try Self.server(rest, api: "sync-recover")
         guard let server else { throw .usage }
         let key: SecretBytes?
         if fromStandardInput {
@@ -226,21 +216,24 @@ struct SyncCommands {
     private static func options(_ arguments: [String], server allowed: Bool) throws(CommandError)
         -> (server: String?, keychain: String?)
     {
-        let (server, keychain, caFile) = try options(arguments, server: allowed, caFile: false)
-        guard caFile == nil else { throw .usage }
-        return (server, keychain)
+        let options = try options(arguments, server: allowed, caFile: false, registrationToken: false)
+        return (options.server, options.keychain)
     }
 
-    /// `--server URL`, `--ca-file PEM` (where a server is named) and `-k keychain`.
-    private static func options(_ arguments: [String], server allowed: Bool, caFile caAllowed: Bool)
-        throws(CommandError) -> (server: String?, keychain: String?, caFile: String?)
+    /// `--server URL`, `--ca-file PEM` (where a server is named), `--registration-token-file FILE` (sync-setup)
+    /// and `-k keychain`.
+    private static func options(_ arguments: [String], server allowed: Bool, caFile caAllowed: Bool,
+                                registrationToken tokenAllowed: Bool)
+        throws(CommandError) -> (server: String?, keychain: String?, caFile: String?, tokenFile: String?)
     {
-        var server: String?, keychain: String?, caFile: String?
+        var server: String?, keychain: String?, caFile: String?, tokenFile: String?
         var args = arguments[...]
         while let argument = args.popFirst() {
             switch argument {
             case "--server" where allowed: guard let value = args.popFirst() else { throw .usage }; server = value
             case "--ca-file" where caAllowed: guard let value = args.popFirst() else { throw .usage }; caFile = value
+            case "--registration-token-file" where tokenAllowed:
+                guard let value = args.popFirst() else { throw .usage }; tokenFile = value
             case "-k": guard let value = args.popFirst() else { throw .usage }; keychain = value
             default:
                 if allowed, argument.hasPrefix("--server=") {
@@ -252,21 +245,22 @@ struct SyncCommands {
                 }
             }
         }
-        return (server, keychain, caFile)
+        return (server, keychain, caFile, tokenFile)
     }
 
     /// The server and what vouches for it: the `--ca-file`'s certificates (read here; keychaind checks and keeps
     /// them with the keychain's sync state), or nil for the system's roots.
-    private static func server(_ arguments: [String], api: String) throws(CommandError)
-        -> (server: String?, authorities: Data?, keychain: String?)
+    private static func server(_ arguments: [String], api: String, registrationToken: Bool = false)
+        throws(CommandError) -> (server: String?, authorities: Data?, keychain: String?, tokenFile: String?)
     {
-        let (server, keychain, caFile) = try options(arguments, server: true, caFile: true)
-        guard let caFile else { return (server, nil, keychain) }
+        let (server, keychain, caFile, tokenFile) = try options(arguments, server: true, caFile: true,
+                                                                registrationToken: registrationToken)
+        guard let caFile else { return (server, nil, keychain, tokenFile) }
         guard server != nil, let pem = FileManager.default.contents(atPath: caFile) else {
             let problem = server == nil ? "--ca-file goes with --server" : "\(caFile): cannot read the CA file"
             throw .reported(Terminal.reportFailure(of: api, .param(problem)))
         }
-        return (server, pem, keychain)
+        return (server, pem, keychain, tokenFile)
     }
 
     private static func writeRound(_ report: SyncReport) {
