@@ -32,22 +32,56 @@ depends="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/
         done
     done | sort -u | paste -sd, | sed 's/,/, /g')"
 
-mkdir -p "$stage/root/DEBIAN" "$stage/root/usr/share/doc/swift-keychain"
-install -m 0644 "$root/README.md" "$stage/root/usr/share/doc/swift-keychain/README.md"
-cat > "$stage/root/usr/share/doc/swift-keychain/copyright" <<EOF
+# Who built it, as Debian's own tools take it (DEBFULLNAME, DEBEMAIL), else the author of the commit packaged; and
+# when: that commit's time, so that rebuilding the same commit gives the same changelog.
+if [ -n "${DEBEMAIL:-}" ]; then
+    maintainer="${DEBFULLNAME:-swift-keychain developers} <$DEBEMAIL>"
+else
+    maintainer="$(git -C "$root" log -1 --format='%an <%ae>' 2>/dev/null || true)"
+fi
+[ -n "$maintainer" ] || { echo "build-deb.sh: set DEBEMAIL (and DEBFULLNAME) to name the package's maintainer" >&2; exit 1; }
+built_on="$(git -C "$root" log -1 --format=%aD 2>/dev/null || date -R)"
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+first_year="$(git -C "$root" log --format=%ad --date=format:%Y 2>/dev/null | tail -1)"
+last_year="$(date -d "$built_on" +%Y)"
+years="${first_year:-$last_year}"
+[ "$years" = "$last_year" ] || years="$years-$last_year"
+
+doc="$stage/root/usr/share/doc/swift-keychain"
+mkdir -p "$stage/root/DEBIAN" "$doc" "$stage/root/usr/share/lintian/overrides"
+install -m 0644 "$root/README.md" "$doc/README.md"
+cat > "$doc/copyright" <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: swift-keychain
 Source: the swift-keychain repository
 
 Files: *
-Copyright: the swift-keychain authors
+Copyright: $years the swift-keychain authors
 EOF
+# A native package's changelog, in Debian's format (dpkg-parsechangelog reads it).
+gzip -9n > "$doc/changelog.gz" <<EOF
+swift-keychain ($version) unstable; urgency=medium
+
+  * swift-keychain $version, built from commit $commit.
+
+ -- $maintainer  $built_on
+EOF
+chmod 0644 "$doc/changelog.gz"
+# What lintian says of the package and why it is so (scripts/package-test.sh runs lintian on it).
+cat > "$stage/root/usr/share/lintian/overrides/swift-keychain" <<'EOF'
+# swift-nio-extras' HTTP compression (the sync client in keychaind) carries its own zlib, with prefixed symbols.
+swift-keychain: embedded-library zlib [usr/bin/keychaind]
+# Installing enables nothing; a sync server an administrator enabled with systemctl is disabled with systemctl when
+# the package goes (deb-systemd-helper knows only the links it made itself).
+swift-keychain: maintainer-script-calls-systemctl [prerm:*]
+EOF
+chmod 0644 "$stage/root/usr/share/lintian/overrides/swift-keychain"
 installed_size="$(du -sk --exclude=DEBIAN "$stage/root" | cut -f1)"
 cat > "$stage/root/DEBIAN/control" <<EOF
 Package: swift-keychain
 Version: $version
 Architecture: $arch
-Maintainer: swift-keychain developers <swift-keychain@localhost>
+Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $depends
 Recommends: pinentry-curses | pinentry, libnss-systemd
@@ -78,9 +112,10 @@ set -e
 if [ "$1" = remove ] && command -v pam-auth-update >/dev/null; then
     pam-auth-update --package --remove swift-keychain
 fi
-# The sync server, if an administrator enabled it: stopped and disabled, so no unit runs a removed program.
-if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
-    systemctl stop keychain-sync-server.service >/dev/null 2>&1 || true
+# The sync server, if an administrator enabled it: stopped (through invoke-rc.d's policy) and disabled, so no unit
+# runs a removed program. The package never enables it: only systemctl knows an administrator's links.
+if [ "$1" = remove ] && [ -d /run/systemd/system ] && command -v deb-systemd-invoke >/dev/null; then
+    deb-systemd-invoke stop keychain-sync-server.service >/dev/null 2>&1 || true
 fi
 if [ "$1" = remove ] && command -v systemctl >/dev/null; then
     systemctl disable keychain-sync-server.service >/dev/null 2>&1 || true

@@ -114,8 +114,9 @@ text() {
 }
 
 for tool in "${tools[@]}"; do
-    # Stripped: the symbols are for a debugger, and a release binary is several times smaller without them.
-    strip -o "$staging/$tool" "$built/$tool"
+    # Stripped: the symbols are for a debugger, and a release binary is several times smaller without them (the
+    # compilers' .comment notes go too).
+    strip --remove-section=.comment -o "$staging/$tool" "$built/$tool"
     put 0755 "$staging/$tool" "$prefix/bin/$tool"
 done
 
@@ -153,7 +154,8 @@ if [ "$secret_service" = 1 ]; then
 fi
 
 if [ -f "$scratch/pam/pam_keychain.so" ]; then
-    put 0644 "$scratch/pam/pam_keychain.so" "$pam_module"
+    strip --strip-unneeded --remove-section=.comment -o "$staging/pam_keychain.so" "$scratch/pam/pam_keychain.so"
+    put 0644 "$staging/pam_keychain.so" "$pam_module"
     # pam-auth-update's profile; "Default: no": installing it turns nothing on.
     text 0644 "$pam_profile" <<EOF
 Name: Unlock the swift-keychain login keychain at login (pam_keychain)
@@ -171,8 +173,14 @@ Password:
 EOF
 fi
 
-# Manual page and completions, generated from the command table of the security just built.
-text 0644 "$prefix/share/man/man1/security.1" < <("$built/security" --man)
+# Manual pages, compressed as man-db reads them (-n: no name or time inside, so a rebuild is byte for byte the same):
+# security's generated from the command table of the security just built, the others from docs/man/.
+text 0644 "$prefix/share/man/man1/security.1.gz" < <("$built/security" --man | gzip -9n)
+for page in "$root"/docs/man/*.[18]; do
+    name="$(basename "$page")"
+    text 0644 "$prefix/share/man/man${name##*.}/$name.gz" < <(gzip -9n < "$page")
+done
+# Completions, from the same command table.
 text 0644 "$prefix/share/bash-completion/completions/security" < <("$built/security" --completions bash)
 text 0644 "$zsh_completions/_security" < <("$built/security" --completions zsh)
 

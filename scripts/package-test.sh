@@ -42,6 +42,19 @@ trap cleanup EXIT
 # 1. The package.
 package="$("$root/scripts/build-deb.sh" "${build[@]}" | tail -1)"
 echo "built $(basename "$package") ($(du -h "$package" | cut -f1))"
+# Debian's own checks of a package: no error or warning (the few lintian says with reason are overridden inside
+# the package, each with why; informational tags are not counted).
+lintian_clean() {  # prints what lintian said (errors and warnings; as root it also says so, which is not counted)
+    local out status=0
+    out="$(lintian --fail-on error,warning "$package" 2>&1)" || status=$?
+    grep -v '^running with root' <<<"$out" | sed 's/^/  /'
+    return "$status"
+}
+if command -v lintian >/dev/null; then
+    check "lintian: no error or warning" lintian_clean
+else
+    echo "skip lintian (Debian: apt-get install lintian)"
+fi
 before="$(mktemp)"; find /usr /etc -xdev 2>/dev/null | sort > "$before"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
 files="$(dpkg -L swift-keychain)"
@@ -57,6 +70,9 @@ chown "$user:" "$home"; chmod 0700 "$home"
 for tool in security keychaind keychain-embedded git-credential-keychain keychain-sync-server; do
     check "$tool --version names $version" bash -c "as_out=\$(runuser -u $user -- /usr/bin/$tool --version); echo \"  \$as_out\"; [[ \"\$as_out\" == *'$version'* ]]"
 done
+check "every installed program has a manual page" \
+    bash -c 'for tool in security keychaind keychain-embedded git-credential-keychain docker-credential-keychain keychain-sync-server; do
+        man -w "$tool" >/dev/null 2>&1 || { echo "  no manual page for $tool"; exit 1; }; done'
 check "docker-credential-keychain version names $version" bash -c "[[ \$(/usr/bin/docker-credential-keychain version) == *'$version'* ]]"
 
 # The desktop's Secret Service, opted in as the README says; the first client of the session starts keychaind
