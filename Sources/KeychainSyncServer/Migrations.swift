@@ -90,6 +90,72 @@ enum Migrations {
             "ALTER TABLE items DROP CONSTRAINT IF EXISTS items_check",
             "ALTER TABLE accounts ADD COLUMN epoch integer NOT NULL DEFAULT 1",
         ]),
+        (4, [
+            // An item write in one round trip (SyncStore.write says what it does and why). The account's row lock
+            // is held only while the database runs it, never across the network: writes to one account queue on
+            // that lock, so its length is their throughput. Each statement of a VOLATILE PL/pgSQL function takes a
+            // new snapshot, so the item read after the lock is granted is the last committed one.
+            """
+            CREATE FUNCTION sync_write(
+                p_account bytea, p_id bytea, p_base bigint, p_epoch integer, p_ciphertext bytea, p_deleted boolean,
+                p_nonce bytea, p_nonce_expires timestamptz, p_max_items integer, p_horizon double precision,
+                p_channel text,
+                OUT outcome text, OUT account_epoch integer, OUT new_version bigint, OUT new_seq bigint,
+                OUT cur_epoch integer, OUT cur_version bigint, OUT cur_seq bigint, OUT cur_deleted boolean,
+                OUT cur_modified timestamptz, OUT cur_ciphertext bytea)
+            LANGUAGE plpgsql VOLATILE AS $$
+            DECLARE
+                locked accounts%ROWTYPE;
+                had_item boolean;
+                newest bigint;
+                forgotten integer;
+            BEGIN
+                INSERT INTO nonces (account, nonce, expires) VALUES (p_account, p_nonce, p_nonce_expires)
+                ON CONFLICT DO NOTHING;
+                IF NOT FOUND THEN outcome := 'replayed'; RETURN; END IF;
+                SELECT * INTO locked FROM accounts WHERE id = p_account FOR UPDATE;
+                IF NOT FOUND THEN outcome := 'no-account'; RETURN; END IF;
+                IF p_epoch < locked.epoch THEN
+                    outcome := 'stale-epoch'; account_epoch := locked.epoch; RETURN;
+                END IF;
+                SELECT i.epoch, i.version, i.seq, i.deleted, i.modified, i.ciphertext
+                INTO cur_epoch, cur_version, cur_seq, cur_deleted, cur_modified, cur_ciphertext
+                FROM items i WHERE i.account = p_account AND i.id = p_id;
+                had_item := FOUND;
+                IF coalesce(cur_version, 0) <> p_base THEN outcome := 'conflict'; RETURN; END IF;
+                IF NOT had_item THEN
+                    IF p_deleted THEN outcome := 'conflict'; RETURN; END IF;
+                    IF locked.item_count >= p_max_items THEN outcome := 'account-full'; RETURN; END IF;
+                END IF;
+                new_seq := locked.last_seq + 1;
+                new_version := p_base + 1;
+                INSERT INTO items (account, id, epoch, version, seq, deleted, modified, ciphertext)
+                VALUES (p_account, p_id, p_epoch, new_version, new_seq, p_deleted, now(), p_ciphertext)
+                ON CONFLICT (account, id) DO UPDATE SET epoch = EXCLUDED.epoch, version = EXCLUDED.version,
+                    seq = EXCLUDED.seq, deleted = EXCLUDED.deleted, modified = EXCLUDED.modified,
+                    ciphertext = EXCLUDED.ciphertext;
+                UPDATE accounts SET last_seq = new_seq,
+                    item_count = item_count + CASE WHEN had_item THEN 0 ELSE 1 END
+                WHERE id = p_account;
+                IF p_deleted THEN
+                    WITH gone AS (
+                        DELETE FROM items WHERE account = p_account AND deleted
+                          AND modified < now() - make_interval(secs => p_horizon)
+                        RETURNING seq
+                    )
+                    SELECT max(seq), count(*) INTO newest, forgotten FROM gone;
+                    IF newest IS NOT NULL THEN
+                        UPDATE accounts SET purged_seq = GREATEST(purged_seq, newest),
+                            item_count = item_count - forgotten
+                        WHERE id = p_account;
+                    END IF;
+                END IF;
+                PERFORM pg_notify(p_channel, encode(p_account, 'hex'));
+                outcome := 'accepted';
+            END
+            $$
+            """,
+        ]),
     ]
 
     /// Brings the database to the newest schema; returns the versions applied now.

@@ -150,10 +150,12 @@ struct SyncRoutes: Sendable {
     }
 
     private func useNonce(_ signature: RequestSignature, scope: Data) async throws {
-        guard try await store.useNonce(account: scope, nonce: signature.nonce,
-                                       expires: clock().addingTimeInterval(Double(2 * SyncLimits.signatureWindow)))
+        guard try await store.useNonce(account: scope, nonce: signature.nonce, expires: nonceExpiry())
         else { throw Refusal(.unauthorized, "the request was replayed") }
     }
+
+    /// A nonce is kept while a request carrying it could still be inside the signature's time window.
+    private func nonceExpiry() -> Date { clock().addingTimeInterval(Double(2 * SyncLimits.signatureWindow)) }
 
     // MARK: Handlers
 
@@ -241,7 +243,8 @@ struct SyncRoutes: Sendable {
         let account = try Self.id(context, "account")
         let item = try Self.id(context, "item")
         let body = try await Self.body(of: request)
-        try await authenticate(request, account: account, body: body)
+        // The nonce is recorded inside the write's own transaction (one commit per write, not two).
+        let caller = try await authenticate(request, account: account, body: body, recordingNonce: false)
         let write = try Self.decode(ItemWrite.self, body)
         guard write.base >= 0, write.epoch >= 1, !deleted || write.base >= 1 else {
             throw Refusal(.badRequest, "base and epoch out of range")
@@ -250,7 +253,8 @@ struct SyncRoutes: Sendable {
             throw Refusal(.contentTooLarge, "an item's ciphertext is 540 bytes to \(SyncLimits.maxCiphertext)")
         }
         return try Self.outcome(await store.write(account: account, id: item, base: write.base, epoch: write.epoch,
-                                                  ciphertext: write.ciphertext, deleted: deleted))
+                                                  ciphertext: write.ciphertext, deleted: deleted,
+                                                  nonce: caller.nonce, nonceExpires: nonceExpiry()))
     }
 
     // MARK: Signatures
@@ -269,10 +273,11 @@ struct SyncRoutes: Sendable {
     }
 
     /// Checks the request's signature, time and nonce against a device of the account that is not revoked; that
-    /// device's id and signing key.
+    /// device's id and signing key, and the request's nonce. Without `recordingNonce` the caller records the nonce
+    /// itself (a write, in its transaction) and refuses the request if it was used.
     @discardableResult
-    private func authenticate(_ request: Request, account: Data, body: ByteBuffer) async throws
-        -> (id: Data, signingKey: Data)
+    private func authenticate(_ request: Request, account: Data, body: ByteBuffer, recordingNonce: Bool = true)
+        async throws -> (id: Data, signingKey: Data, nonce: Data)
     {
         let signature = try signature(of: request, account: account)
         guard let device = try await store.device(account: account, id: signature.device) else {
@@ -282,8 +287,8 @@ struct SyncRoutes: Sendable {
         guard signature.isValid(method: request.method.rawValue, target: Self.target(request),
                                 body: Data(body.readableBytesView), publicKey: device.signingKey)
         else { throw Refusal(.unauthorized, "the signature does not match") }
-        try await useNonce(signature, scope: account)
-        return (signature.device, device.signingKey)
+        if recordingNonce { try await useNonce(signature, scope: account) }
+        return (signature.device, device.signingKey, signature.nonce)
     }
 
     // MARK: Plumbing
@@ -341,6 +346,7 @@ struct SyncRoutes: Sendable {
             throw Refusal(.preconditionFailed, "the account is at epoch \(epoch): take its key from the device log")
         case .accountFull: throw Refusal(.init(code: 507, reasonPhrase: "Insufficient Storage"), "the account holds \(SyncLimits.maxItemsPerAccount) items")
         case .noAccount: throw Refusal(.notFound, "no such account")
+        case .replayed: throw Refusal(.unauthorized, "the request was replayed")
         }
     }
 

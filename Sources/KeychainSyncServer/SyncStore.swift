@@ -19,6 +19,8 @@ struct SyncStore: Sendable {
         case staleEpoch(Int32)
         case accountFull
         case noAccount
+        /// The request's nonce was used before: nothing was written.
+        case replayed
     }
 
     enum CreateOutcome: Sendable { case created, exists }
@@ -70,15 +72,20 @@ struct SyncStore: Sendable {
 
     /// Records a request's nonce; false when it was seen before (a replay).
     func useNonce(account: Data, nonce: Data, expires: Date) async throws -> Bool {
-        if Int.random(in: 0..<64) == 0 {
-            try await client.query("DELETE FROM nonces WHERE expires < now()", logger: logger)
-        }
+        try await forgetExpiredNonces()
         var fresh = false
         for try await _ in try await client.query("""
             INSERT INTO nonces (account, nonce, expires) VALUES (\(account), \(nonce), \(expires))
             ON CONFLICT DO NOTHING RETURNING 1
             """, logger: logger) { fresh = true }
         return fresh
+    }
+
+    /// Now and then (one call in 64), the nonces whose requests are too old to be accepted anyway go.
+    private func forgetExpiredNonces() async throws {
+        if Int.random(in: 0..<64) == 0 {
+            try await client.query("DELETE FROM nonces WHERE expires < now()", logger: logger)
+        }
     }
 
     enum ChangesOutcome: Sendable { case page(ChangePage), resync, noAccount }
@@ -108,69 +115,50 @@ struct SyncStore: Sendable {
                                 horizonSeconds: tombstoneHorizon))
     }
 
-    /// Writes a new version of an item (ciphertext) or its tombstone (nil), if the item's current version is `base`
-    /// (0 when the server has none): compare-and-swap, so the first writer wins and the loser gets the current row.
-    func write(account: Data, id: Data, base: Int64, epoch: Int32, ciphertext: Data, deleted: Bool) async throws
-        -> WriteOutcome
+    /// Writes a new version of an item (ciphertext) or its tombstone, if the item's current version is `base` (0 when
+    /// the server has none): compare-and-swap, so the first writer wins and the loser gets the current row. In one
+    /// transaction, in this order: the request's nonce is recorded (a replay writes nothing); the account's row is
+    /// locked (change numbers are handed out in commit order); a write under an epoch older than the account's is
+    /// refused; the item is compared with `base`; a new item must fit the account; the item and the account's
+    /// counters are written; a tombstone forgets the account's tombstones older than the horizon; every instance's
+    /// waiting requests for the account are notified when it commits. The steps are the database function
+    /// `sync_write` (migration 4), so that the account stays locked for no network round trip.
+    func write(account: Data, id: Data, base: Int64, epoch: Int32, ciphertext: Data, deleted: Bool,
+               nonce: Data, nonceExpires: Date) async throws -> WriteOutcome
     {
-        try await client.withTransaction(logger: logger) { db in
-            var locked: (seq: Int64, count: Int32, epoch: Int32)?
-            for try await row in try await db.query(
-                "SELECT last_seq, item_count, epoch FROM accounts WHERE id = \(account) FOR UPDATE",
-                logger: logger).decode((Int64, Int32, Int32).self) { locked = row }
-            guard let locked else { return .noAccount }
-            guard epoch >= locked.epoch else { return .staleEpoch(locked.epoch) }
-            var current: ItemChange?
-            for try await (epoch, version, seq, deleted, modified, ciphertext) in try await db.query("""
-                SELECT epoch, version, seq, deleted, modified, ciphertext FROM items
-                WHERE account = \(account) AND id = \(id)
-                """, logger: logger).decode((Int32, Int64, Int64, Bool, Date, Data?).self) {
-                current = ItemChange(id: id, epoch: epoch, version: version, seq: seq, deleted: deleted,
-                                     modified: Int64(modified.timeIntervalSince1970 * 1000), ciphertext: ciphertext)
-            }
-            guard (current?.version ?? 0) == base else { return .conflict(current) }
-            if current == nil {
-                guard !deleted else { return .conflict(nil) }  // nothing to delete
-                guard locked.count < SyncLimits.maxItemsPerAccount else { return .accountFull }
-            }
-            let seq = locked.seq + 1
-            let version = base + 1
-            try await db.query("""
-                INSERT INTO items (account, id, epoch, version, seq, deleted, modified, ciphertext)
-                VALUES (\(account), \(id), \(epoch), \(version), \(seq), \(deleted), now(), \(ciphertext))
-                ON CONFLICT (account, id) DO UPDATE SET epoch = EXCLUDED.epoch, version = EXCLUDED.version,
-                    seq = EXCLUDED.seq, deleted = EXCLUDED.deleted, modified = EXCLUDED.modified,
-                    ciphertext = EXCLUDED.ciphertext
-                """, logger: logger)
-            let added: Int32 = current == nil ? 1 : 0
-            try await db.query("""
-                UPDATE accounts SET last_seq = \(seq), item_count = item_count + \(added) WHERE id = \(account)
-                """, logger: logger)
-            if deleted { try await purgeTombstones(account: account, db: db) }
-            // Delivered when this transaction commits, to every instance's waiting requests for the account.
-            try await db.query("SELECT pg_notify(\(ChangeNotifier.channel), encode(\(account), 'hex'))", logger: logger)
-            return .accepted(WriteAccepted(version: version, seq: seq))
-        }
-    }
-
-    /// Forgets the account's tombstones older than the horizon; a device whose cursor is older resyncs in full.
-    private func purgeTombstones(account: Data, db: PostgresConnection) async throws {
-        let horizon = Double(tombstoneHorizon)
-        var newest: Int64?
-        var count: Int32 = 0
-        for try await seq in try await db.query("""
-            DELETE FROM items WHERE account = \(account) AND deleted
-              AND modified < now() - make_interval(secs => \(horizon))
-            RETURNING seq
-            """, logger: logger).decode(Int64.self) {
-            newest = max(newest ?? 0, seq)
-            count += 1
-        }
-        guard let newest else { return }
-        try await db.query("""
-            UPDATE accounts SET purged_seq = GREATEST(purged_seq, \(newest)), item_count = item_count - \(count)
-            WHERE id = \(account)
+        try await forgetExpiredNonces()
+        let rows = try await client.query("""
+            SELECT * FROM sync_write(\(account), \(id), \(base), \(epoch), \(ciphertext), \(deleted), \(nonce),
+                                     \(nonceExpires), \(Int32(SyncLimits.maxItemsPerAccount)),
+                                     \(Double(tombstoneHorizon)), \(ChangeNotifier.channel))
             """, logger: logger)
+        for try await (outcome, accountEpoch, version, seq, epochNow, versionNow, seqNow, deletedNow, modifiedNow,
+                       ciphertextNow)
+            in rows.decode((String, Int32?, Int64?, Int64?, Int32?, Int64?, Int64?, Bool?, Date?, Data?).self)
+        {
+            switch outcome {
+            case "accepted":
+                guard let version, let seq else { break }
+                return .accepted(WriteAccepted(version: version, seq: seq))
+            case "conflict":
+                // The item as the server holds it (none: every column null).
+                guard let epochNow, let versionNow, let seqNow, let deletedNow, let modifiedNow else {
+                    return .conflict(nil)
+                }
+                let modified = Int64(modifiedNow.timeIntervalSince1970 * 1000)
+                return .conflict(ItemChange(id: id, epoch: epochNow, version: versionNow, seq: seqNow,
+                                            deleted: deletedNow, modified: modified, ciphertext: ciphertextNow))
+            case "stale-epoch":
+                guard let accountEpoch else { break }
+                return .staleEpoch(accountEpoch)
+            case "account-full": return .accountFull
+            case "no-account": return .noAccount
+            case "replayed": return .replayed
+            default: break
+            }
+            throw SyncStoreError("sync_write answered \(outcome) without its values")
+        }
+        throw SyncStoreError("sync_write answered nothing")
     }
 
     func deviceLog(account: Data) async throws -> DeviceLog {
@@ -182,4 +170,10 @@ struct SyncStore: Sendable {
         }
         return DeviceLog(entries: entries)
     }
+}
+
+/// The database answered in a way this server does not know (a schema that another version made).
+struct SyncStoreError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -91,11 +91,11 @@ struct SyncServerTests {
     func schemaHealthAndMetrics() async throws {
         try await Self.withServer { database, server in
             #expect(try database.sql("SELECT version FROM schema_migrations ORDER BY version")
-                .split(separator: "\n") == ["1", "2", "3"])
+                .split(separator: "\n") == ["1", "2", "3", "4"])
             // A second instance on the same database finds nothing to migrate and serves beside the first.
             let second = try SyncServerProcess(database: database)
             defer { second.stop() }
-            #expect(try database.sql("SELECT count(*) FROM schema_migrations") == "3\n")
+            #expect(try database.sql("SELECT count(*) FROM schema_migrations") == "4\n")
             let client = Client(base: server.url)
             let health = try await client.send(.GET, "/health", signed: false)
             #expect(health.status == 200)
@@ -141,6 +141,14 @@ struct SyncServerTests {
             let replay = try await client.send(.PUT, path, body: body, signature: once)
             #expect(replay.status == 401)
             #expect(try replay.decoded(SyncErrorBody.self).reason.contains("replayed"))
+            // The replay wrote nothing (its nonce is recorded in the write's own transaction).
+            #expect(try database.sql("SELECT last_seq FROM accounts WHERE id = '\\x\(client.account.hexString)'")
+                .hasPrefix("1"))
+            // A write that lost (409) used its nonce all the same: sent again, it is a replay, not another try.
+            let losing = try RequestSignature.sign(method: "PUT", target: path, body: body, device: client.device,
+                                                   key: client.key)
+            #expect(try await client.send(.PUT, path, body: body, signature: losing).status == 409)
+            #expect(try await client.send(.PUT, path, body: body, signature: losing).status == 401)
             // Another account's device cannot reach this account.
             let stranger = Client(base: server.url)
             #expect(try await stranger.createAccount().status == 201)
@@ -229,6 +237,40 @@ struct SyncServerTests {
             let full = try await client.changes(after: 0).decoded(ChangePage.self)
             #expect(full.changes.map(\.id) == [b])
             #expect(try await client.changes(after: 3).status == 200)
+        }
+    }
+
+    @Test("writes racing through two instances: one winner per version, change numbers 1…N with no gap or repeat")
+    func racingWrites() async throws {
+        try await Self.withServer { database, server in
+            let second = try SyncServerProcess(database: database)
+            defer { second.stop() }
+            let client = Client(base: server.url)
+            _ = try await client.createAccount()
+            let other = Client(base: second.url, sharing: client)
+            // 24 writers of one new item, half through each instance: exactly one creates it.
+            let item = Data(repeating: 9, count: 16)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for writer in 0..<24 {
+                    group.addTask { try await (writer % 2 == 0 ? client : other).put(item, base: 0).status }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 1)
+            #expect(statuses.filter { $0 == 409 }.count == 23)
+            // 40 new items at once through both: change numbers 2…41, each once, and the account counts 41 items.
+            let accepted = try await withThrowingTaskGroup(of: WriteAccepted.self) { group in
+                for index in 0..<40 {
+                    group.addTask {
+                        let id = Data([UInt8(index)] + Array(repeating: 0xA0, count: 15))
+                        return try await (index % 2 == 0 ? client : other).put(id, base: 0).decoded(WriteAccepted.self)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(accepted.map(\.seq).sorted() == Array(2...41))
+            let account = "'\\x\(client.account.hexString)'"
+            #expect(try database.sql("SELECT last_seq, item_count FROM accounts WHERE id = \(account)") == "41|41\n")
         }
     }
 
