@@ -13,24 +13,38 @@ package final class SerialWorker: @unchecked Sendable {
     private var jobs: [@Sendable () -> Void] = []
     private var running = false
     private let name: String
-    /// How long an idle thread waits for more work before it ends.
+    private let linger: TimeInterval
+    private let startThread: (@escaping @Sendable () -> Void) -> Bool
+    /// How long an idle thread waits for more work before it ends, by default.
     package static let linger: TimeInterval = 0.25
 
-    package init(name: String) { self.name = name }
+    /// `startThread` runs its closure on a thread of its own (false when it cannot); by default a new Foundation
+    /// thread. A caller that has threads kept ready (keychaind's ``DetachedThread``) passes a `linger` of 0 and its
+    /// own starter: the thread goes back at once instead of waiting here.
+    package init(name: String, linger: TimeInterval = SerialWorker.linger,
+                 startThread: ((@escaping @Sendable () -> Void) -> Bool)? = nil)
+    {
+        self.name = name
+        self.linger = linger
+        self.startThread = startThread ?? { body in
+            let thread = Thread(block: body)
+            thread.name = name
+            thread.stackSize = 1 << 20
+            thread.start()
+            return true
+        }
+    }
 
     /// Runs `work` after every job submitted before it.
     package func submit(_ work: @escaping @Sendable () -> Void) {
         condition.lock()
         jobs.append(work)
-        let startThread = !running
+        let needsThread = !running
         running = true
         condition.signal()
         condition.unlock()
-        guard startThread else { return }
-        let thread = Thread { [self] in drain() }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        thread.start()
+        guard needsThread else { return }
+        if !startThread({ [self] in drain() }) { drain() }
     }
 
     /// Whether a thread is running (working, or waiting for more work).
@@ -45,7 +59,7 @@ package final class SerialWorker: @unchecked Sendable {
         while true {
             if jobs.isEmpty {
                 // Idle: a little while for the next job, then the thread ends.
-                let deadline = Date(timeIntervalSinceNow: Self.linger)
+                let deadline = Date(timeIntervalSinceNow: linger)
                 while jobs.isEmpty && condition.wait(until: deadline) {}
                 if jobs.isEmpty {
                     running = false

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainDBus
+import KeychainInterface
 import Synchronization
 
 /// The Secret Service's calls, one lane per client: a client's calls are handled in the order it sent them (a
@@ -25,7 +26,11 @@ final class CallLanes: Sendable {
                 return lane.worker
             }
             // A worker of its own: a thread while it has work, none otherwise.
-            let lane = Lane(worker: SerialWorker(name: "keychaind-ss-lane"), pending: 1)
+            // (The lane goes once its calls are done, so its thread goes back to the ready ones at once.)
+            let worker = SerialWorker(name: "keychaind-ss-lane", linger: 0) { body in
+                DetachedThread.start(name: "keychaind-ss-lane", stackSize: 1 << 20, body)
+            }
+            let lane = Lane(worker: worker, pending: 1)
             lanes[client] = lane
             return lane.worker
         }

@@ -1,4 +1,5 @@
 import CKeychainLinux
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -6,7 +7,16 @@ import Glibc
 
 /// A detached POSIX thread running a closure to its end. (Foundation's `Thread` is not in FoundationEssentials, which
 /// is all the client interface links, so that the tools start fast.)
+///
+/// A thread whose work is done waits a little while (``parkTime``) for the next work of the same stack size before it
+/// ends: making a thread and ending it (its stack mapped and unmapped, the allocator's per-thread cache built and
+/// given back) costs more than a short call's work, and keychaind starts several per Secret Service client (its
+/// identification, its calls, a session key). At most ``maxParked`` wait, so an idle process keeps none after
+/// ``parkTime``.
 package enum DetachedThread {
+    package static let maxParked = 8
+    package static let parkTime: Int = 1  // seconds
+
     private final class Work {
         let name: String
         let body: @Sendable () -> Void
@@ -16,10 +26,81 @@ package enum DetachedThread {
         }
     }
 
-    /// Starts `body` on a new detached thread named `name` (15 bytes are kept), with `stackSize` bytes of stack when
-    /// given; false when no thread could be made.
+    /// A parked thread's mailbox: the next work, handed over under its own mutex.
+    private final class Slot: @unchecked Sendable {
+        // SAFETY: `work` is only read and written with `mutex` held.
+        let stackSize: Int?
+        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        private var work: Work?
+
+        init(stackSize: Int?) {
+            self.stackSize = stackSize
+            pthread_mutex_init(mutex, nil)
+            var attributes = pthread_condattr_t()
+            pthread_condattr_init(&attributes)
+            pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+            pthread_cond_init(condition, &attributes)
+            pthread_condattr_destroy(&attributes)
+        }
+
+        deinit {
+            pthread_cond_destroy(condition)
+            pthread_mutex_destroy(mutex)
+            condition.deallocate()
+            mutex.deallocate()
+        }
+
+        func hand(_ next: Work) {
+            pthread_mutex_lock(mutex)
+            work = next
+            pthread_cond_signal(condition)
+            pthread_mutex_unlock(mutex)
+        }
+
+        /// The next work; nil when none came within `parkTime` and `retire` took this slot out of the park. When
+        /// `retire` finds it already taken, work is on its way and is waited for.
+        func next(retire: () -> Bool) -> Work? {
+            var deadline = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &deadline)
+            deadline.tv_sec += DetachedThread.parkTime
+            var timed = true
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            while work == nil {
+                if timed {
+                    if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT && work == nil {
+                        pthread_mutex_unlock(mutex)
+                        let retired = retire()
+                        pthread_mutex_lock(mutex)
+                        if retired { return nil }
+                        timed = false
+                    }
+                } else {
+                    pthread_cond_wait(condition, mutex)
+                }
+            }
+            defer { work = nil }
+            return work
+        }
+    }
+
+    private static let parked = Mutex<[Slot]>([])
+
+    /// Runs `body` on a parked thread of the same stack size, else on a new detached thread, named `name` (15 bytes
+    /// are kept) with `stackSize` bytes of stack when given; false when no thread could be made.
     package static func start(name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) -> Bool {
-        let work = Unmanaged.passRetained(Work(name: name, body: body)).toOpaque()
+        let work = Work(name: name, body: body)
+        let waiting = parked.withLock { slots -> Slot? in
+            guard let index = slots.lastIndex(where: { $0.stackSize == stackSize }) else { return nil }
+            return slots.remove(at: index)
+        }
+        if let waiting {
+            waiting.hand(work)
+            return true
+        }
+        let slot = Slot(stackSize: stackSize)
+        let context = Unmanaged.passRetained(Runner(slot: slot, first: work)).toOpaque()
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
@@ -27,12 +108,42 @@ package enum DetachedThread {
         if let stackSize { pthread_attr_setstacksize(&attributes, stackSize) }
         var thread = pthread_t()
         let created = pthread_create(&thread, &attributes, { raw in
-            let work = Unmanaged<Work>.fromOpaque(raw!).takeRetainedValue()
-            _ = ckeychain_set_process_name(work.name)  // PR_SET_NAME names the calling thread
-            work.body()
+            Unmanaged<Runner>.fromOpaque(raw!).takeRetainedValue().run()
             return nil
-        }, work)
-        if created != 0 { Unmanaged<Work>.fromOpaque(work).release() }
+        }, context)
+        if created != 0 { Unmanaged<Runner>.fromOpaque(context).release() }
         return created == 0
+    }
+
+    /// One thread's life: its first work, then whatever is handed to it while it is parked.
+    private final class Runner {
+        let slot: Slot
+        let first: Work
+        init(slot: Slot, first: Work) {
+            self.slot = slot
+            self.first = first
+        }
+
+        func run() {
+            var work: Work? = first
+            while let current = work {
+                _ = ckeychain_set_process_name(current.name)  // PR_SET_NAME names the calling thread
+                current.body()
+                work = nil
+                let parkedNow = DetachedThread.parked.withLock { slots -> Bool in
+                    guard slots.count < DetachedThread.maxParked else { return false }
+                    slots.append(slot)
+                    return true
+                }
+                guard parkedNow else { return }
+                work = slot.next(retire: { [slot] in
+                    DetachedThread.parked.withLock { slots in
+                        guard let index = slots.firstIndex(where: { $0 === slot }) else { return false }
+                        slots.remove(at: index)
+                        return true
+                    }
+                })
+            }
+        }
     }
 }
