@@ -87,6 +87,9 @@ package enum DetachedThread {
 
     private static let parked = Mutex<[Slot]>([])
 
+    /// How many threads wait for work now (for tests and diagnostics).
+    package static var parkedCount: Int { parked.withLock { $0.count } }
+
     /// Runs `body` on a parked thread of the same stack size, else on a new detached thread, named `name` (15 bytes
     /// are kept) with `stackSize` bytes of stack when given; false when no thread could be made.
     package static func start(name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) -> Bool {
