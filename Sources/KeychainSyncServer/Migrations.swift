@@ -94,7 +94,9 @@ enum Migrations {
             // An item write in one round trip (SyncStore.write says what it does and why). The account's row lock
             // is held only while the database runs it, never across the network: writes to one account queue on
             // that lock, so its length is their throughput. Each statement of a VOLATILE PL/pgSQL function takes a
-            // new snapshot, so the item read after the lock is granted is the last committed one.
+            // new snapshot (under READ COMMITTED, PostgreSQL's default), so the item read after the lock is granted
+            // is the last committed one. Its OUT columns are its interface: a change is a new function
+            // (sync_write_v2), so that instances of the version before keep working during a rolling upgrade.
             """
             CREATE FUNCTION sync_write(
                 p_account bytea, p_id bytea, p_base bigint, p_epoch integer, p_ciphertext bytea, p_deleted boolean,
@@ -127,6 +129,9 @@ enum Migrations {
                     IF p_deleted THEN outcome := 'conflict'; RETURN; END IF;
                     IF locked.item_count >= p_max_items THEN outcome := 'account-full'; RETURN; END IF;
                 END IF;
+                -- Accepted: the item as it was goes back to nobody (it may be a MiB of ciphertext).
+                cur_epoch := NULL; cur_version := NULL; cur_seq := NULL; cur_deleted := NULL;
+                cur_modified := NULL; cur_ciphertext := NULL;
                 new_seq := locked.last_seq + 1;
                 new_version := p_base + 1;
                 INSERT INTO items (account, id, epoch, version, seq, deleted, modified, ciphertext)

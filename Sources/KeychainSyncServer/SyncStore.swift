@@ -127,7 +127,22 @@ struct SyncStore: Sendable {
                nonce: Data, nonceExpires: Date) async throws -> WriteOutcome
     {
         try await forgetExpiredNonces()
-        let rows = try await client.query("""
+        return try await client.withConnection { connection in
+            let outcome = try await write(on: connection, account: account, id: id, base: base, epoch: epoch,
+                                          ciphertext: ciphertext, deleted: deleted, nonce: nonce,
+                                          nonceExpires: nonceExpires)
+            // The call is a transaction of its own, committed after its row has come: the next query on the
+            // connection runs only once the commit is done, and fails if it failed (a full NOTIFY queue, a crash),
+            // so that no write is acknowledged before it is durable. (No lock is held by then.)
+            try await connection.query("SELECT 1", logger: logger)
+            return outcome
+        }
+    }
+
+    private func write(on connection: PostgresConnection, account: Data, id: Data, base: Int64, epoch: Int32,
+                       ciphertext: Data, deleted: Bool, nonce: Data, nonceExpires: Date) async throws -> WriteOutcome
+    {
+        let rows = try await connection.query("""
             SELECT * FROM sync_write(\(account), \(id), \(base), \(epoch), \(ciphertext), \(deleted), \(nonce),
                                      \(nonceExpires), \(Int32(SyncLimits.maxItemsPerAccount)),
                                      \(Double(tombstoneHorizon)), \(ChangeNotifier.channel))
