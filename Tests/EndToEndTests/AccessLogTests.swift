@@ -44,7 +44,7 @@ struct AccessLogTests {
                              stdin: #"{"ServerURL":"registry.example","Username":"u","Secret":"LOG-SECRET-4"}"#).status == 0)
         // keychain-example wants security's item: nobody to ask (no display), so it is refused, and recorded so.
         let refused = try home.run("keychain-example", "get", "mail", "me")
-        #expect(refused.status != 0)
+        #expect(refused.status == 36)  // nobody to ask: errSecInteractionNotAllowed
 
         let shown = try home.run("security", "access-log", "--json")
         #expect(shown.status == 0, "\(shown.stderr)")

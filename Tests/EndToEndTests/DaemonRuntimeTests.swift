@@ -97,7 +97,7 @@ struct DaemonRuntimeTests {
         for _ in 0..<500 where !home.socketExists { usleep(10_000) }
         #expect(try home.run("security", "create-keychain", "-p", "pw", "work").status == 0)
         // A wrong password: storage logs a warning (through swift-log, whose default would be standard output).
-        #expect(try home.run("security", "unlock-keychain", "-p", "not-the-Password-77", "work").status != 0)
+        #expect(try home.run("security", "unlock-keychain", "-p", "not-the-Password-77", "work").status == 51)  // errSecAuthFailed
         daemon.send(SIGINT)
         #expect(daemon.wait() == .exited(0))
         #expect(!home.socketExists)  // a graceful end: the socket removed

@@ -849,10 +849,13 @@ struct DaemonTests {
         #expect(events.map(\.kind) == expected)
         #expect(events.allSatisfy { $0.keychain == work })
         #expect(events.map(\.pid) == pids.map { Int32($0) })
-        // Reads are not events; a failed call is none either.
-        _ = try home.run("security", "find-generic-password", "-a", "zzz", "-s", "s", "work")
-        usleep(200_000)
-        #expect(heard.withLock { $0.count } == 7)
+        // Reads are not events; a failed call is none either. The write after them is the marker: events arrive in
+        // order, so once its event is heard, anything they caused would have been heard before it.
+        #expect(try home.run("security", "dump-keychain", "work").status == 0)
+        #expect(try home.run("security", "find-generic-password", "-a", "zzz", "-s", "s", "work").status == 44)
+        #expect(try home.run("security", "add-generic-password", "-a", "marker", "-s", "s", "-w", "m", "work").status == 0)
+        for _ in 0..<100 where heard.withLock({ $0.count }) < 8 { usleep(50_000) }
+        #expect(heard.withLock { $0.map(\.kind) } == expected + [.add])
     }
 
     @Test("events: a keychain that locks on its idle timer is announced, by the daemon")

@@ -55,18 +55,18 @@ struct SyncOwnServerTests {
 
             // The system's roots do not know the CA: refused, and the keychain does not sync.
             let untrusted = try first.security("sync-setup", "--server", url)
-            #expect(untrusted.status != 0)
+            #expect(untrusted.status == 204)  // errSecNetworkFailure
             #expect(untrusted.stderr.contains("cannot be reached"), "\(untrusted.stderr)")
-            #expect(try first.security("sync-status").status != 0)
+            #expect(try first.security("sync-status").status == 44)  // does not sync: errSecItemNotFound
             // A file that holds no certificate is refused before anything is sent.
             let notPEM = scratch.appendingPathComponent("not.pem")
             try "not a certificate\n".write(to: notPEM, atomically: true, encoding: .utf8)
             let refused = try first.security("sync-setup", "--server", url, "--ca-file", notPEM.path)
-            #expect(refused.status != 0)
+            #expect(refused.status == 206)  // errSecParam
             #expect(refused.stderr.contains("the CA file holds no certificate"), "\(refused.stderr)")
             #expect(try first.security("sync-setup", "--server", url, "--ca-file", scratch.appendingPathComponent("missing").path)
                     .stderr.contains("cannot read the CA file"))
-            #expect(try first.security("sync-status").status != 0)
+            #expect(try first.security("sync-status").status == 44)  // does not sync: errSecItemNotFound
 
             // With the CA: set up, and the item goes up in the first round.
             let setUp = try first.security("sync-setup", "--server", url, "--ca-file", ca)
@@ -110,11 +110,11 @@ struct SyncOwnServerTests {
                 second.cleanUp()
             }
             let without = try first.security("sync-setup", "--server", server.url)
-            #expect(without.status != 0)
+            #expect(without.status == 51)  // errSecAuthFailed
             #expect(without.stderr.contains("only with its registration token"), "\(without.stderr)")
             let wrong = try first.security("sync-setup", "--server", server.url, "--registration-token-file", wrongFile.path)
-            #expect(wrong.status != 0)
-            #expect(try first.security("sync-status").status != 0)
+            #expect(wrong.status == 51)
+            #expect(try first.security("sync-status").status == 44)  // does not sync: errSecItemNotFound
             #expect(try database.sql("SELECT count(*) FROM accounts") == "0\n")
 
             let fromStandardInput = try first.security("sync-setup", "--server", server.url, "--registration-token-file", "-",
