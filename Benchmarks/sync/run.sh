@@ -3,13 +3,15 @@
 #   1. a new device receives N items (default 10,000): the first device's keychain is filled with N synchronizable
 #      items, `security sync-setup` sends them, and `security sync-recover` on a new home takes them all;
 #   2. a change on one device readable on another while both are online (keychaind's background rounds and the
-#      server's push), median of 10;
+#      server's push), median of CHANGES (10);
 #   3. the server: item writes per second with two instances on one PostgreSQL, at 1 and at 10,000 accounts.
 # Release builds of keychaind, security, keychain-example and keychain-sync-server (the Swift runtime linked in, as
 # installed), PostgreSQL from scripts/sync-postgres.sh.
-#   Benchmarks/sync/run.sh [N]
+#   Benchmarks/sync/run.sh [N [CHANGES [load|no-load]]]   (CHANGES: how many changes part 2 times, default 10)
 set -euo pipefail
 count="${1:-10000}"
+changes="${2:-10}"
+load="${3:-load}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 scratch="$root/.build-bench-sync"
 for product in keychaind security keychain-example keychain-sync-server; do
@@ -65,7 +67,7 @@ home first 60; "$bin/security" sync-status >/dev/null
 home second 60; "$bin/security" sync-status >/dev/null
 sleep 1
 times=()
-for i in $(seq 10); do
+for i in $(seq "$changes"); do
     home first 60
     echo -n "value-$i" | "$bin/keychain-example" --synchronizable set latency acct
     start=$(now)
@@ -73,8 +75,9 @@ for i in $(seq 10); do
     until [ "$("$bin/keychain-example" --synchronizable get latency acct 2>/dev/null)" = "value-$i" ]; do sleep 0.02; done
     times+=("$(elapsed "$start")")
 done
-printf '%s\n' "${times[@]}" | sort -n | awk '{ a[NR] = $1 } END { printf "change readable on the other device: median %.2f s, max %.2f s (10 changes)\n", a[int((NR + 1) / 2)], a[NR] }'
+printf '%s\n' "${times[@]}" | sort -n | awk '{ a[NR] = $1 } END { printf "change readable on the other device: median %.2f s, max %.2f s (%d changes)\n", a[int((NR + 1) / 2)], a[NR], NR }'
 
+[ "$load" = load ] || exit 0
 for accounts in 1 10000; do
     "$bench/SyncLoad" http://127.0.0.1:18761,http://127.0.0.1:18762 "$accounts" 10 64
 done

@@ -10,21 +10,35 @@ import NIOHTTP1
 import Synchronization
 
 /// keychaind's background rounds: soon after a change to a keychain that syncs (its own writes go up within a
-/// second), and on a timer for what other devices wrote. One thread; a round holds no keychain lock while it
-/// waits for the network, and a keychain that is locked or does not sync is passed over quietly.
+/// few tens of milliseconds), at once when the server's push tells of another device's change, and on a timer for
+/// what the push missed. One thread for rounds and one for the push; a round holds no keychain lock while it waits
+/// for the network, and a keychain that is locked or does not sync is passed over quietly.
 final class SyncScheduler: Sendable {
     private let engine: SyncEngine
     private let interval: Duration
     private let files: @Sendable () -> [KeychainFile]
     private let logger: Logger
     private let wake = DispatchSemaphore(value: 0)
-    /// Keychains changed since the last pass (their paths).
-    private let changed = Mutex<Set<String>>([])
+    /// Keychains changed since the last pass (their paths), and whether a write here is among the changes.
+    private let pending = Mutex(Pending())
     private let stopping = Atomic(false)
     /// Wakes the watch when a keychain may have begun to sync (set up, joined, unlocked, changed).
     private let watchWake = DispatchSemaphore(value: 0)
     /// Signalled when the rounds' thread has ended (after ``stop()``).
     private let ended = DispatchSemaphore(value: 0)
+
+    /// Writes that come this soon after one here join its round (an import, a delete and add): fewer rounds, and
+    /// what comes during a round makes the next one. A change another device made starts a round at once.
+    static let localBatchWindow = 0.05
+    /// A keychain another operation held (a sync command) is looked at again this soon.
+    static let busyRetry = 0.5
+    /// The push waits this long before asking again after two failures in a row (the server is down or refuses).
+    static let watchRetry = 5.0
+
+    struct Pending {
+        var paths: Set<String> = []
+        var local = false
+    }
 
     init(engine: SyncEngine, interval: Duration, files: @escaping @Sendable () -> [KeychainFile], logger: Logger) {
         self.engine = engine
@@ -38,9 +52,15 @@ final class SyncScheduler: Sendable {
         _ = DetachedThread.start(name: "keychaind-syncw") { [self] in watch() }
     }
 
-    /// The server's push: a request that waits (up to 25 s) for the account's next change, then a round. So a change
-    /// made on another device arrives here in about a second, without a short timer.
+    /// The server's push: a request that waits (up to 25 s) for a change after the newest one this device knows
+    /// of, then a round. So a change made on another device arrives here in about a second, without a short timer.
     private func watch() {
+        // Per keychain and account: the newest change the push told of. The next request asks only after it, so
+        // a change that comes while the round is still taking the last one is told of at once (no pause here).
+        var told: [String: Int64] = [:]
+        // Keychains whose last request failed. One failure is asked again at once (a pooled connection the server
+        // had closed fails once); two in a row wait out the outage, while the timer's rounds go on.
+        var failing: Set<String> = []
         while !stopping.load(ordering: .relaxed) {
             var asked = false
             for file in files() where !stopping.load(ordering: .relaxed) {
@@ -48,32 +68,58 @@ final class SyncScheduler: Sendable {
                       state.joinCode == nil, let transport = try? SyncTransport(state)
                 else { continue }
                 asked = true
-                let path = "/v1/accounts/\(state.account.hexString)/changes?after=\(state.cursor)&limit=1&wait=25"
-                guard let reply = try? transport.send(.GET, path), reply.status == 200,
-                      let page = try? SyncTransport.decode(ChangePage.self, reply)
-                else {
-                    Thread.sleep(forTimeInterval: 5)  // offline or refused: the timer's rounds go on meanwhile
+                let key = file.url.path + "#" + state.account.hexString
+                let after = max(state.cursor, told[key] ?? 0)
+                let path = "/v1/accounts/\(state.account.hexString)/changes?after=\(after)&limit=1&wait=25"
+                let reply = try? transport.send(.GET, path)
+                if reply?.status == 410 {
+                    // The server forgot tombstones after `after`: the round resyncs in full.
+                    told[key] = nil
+                    otherDeviceChanged(at: file.url.path)
+                    Thread.sleep(forTimeInterval: 1)
                     continue
                 }
-                if !page.changes.isEmpty {
-                    keychainChanged(at: file.url.path)
-                    Thread.sleep(forTimeInterval: 1)  // let the round move the cursor before asking again
+                guard let reply, reply.status == 200, let page = try? SyncTransport.decode(ChangePage.self, reply),
+                      page.last >= after
+                else {
+                    logger.debug("sync.watch.failed", metadata: ["status": "\(reply?.status ?? 0)"])
+                    if !failing.insert(key).inserted {
+                        while watchWake.wait(timeout: .now()) == .success {}  // earlier writes' signals
+                        _ = watchWake.wait(timeout: .now() + Self.watchRetry)  // a write here asks again sooner
+                    }
+                    continue
                 }
+                failing.remove(key)
+                guard !page.changes.isEmpty else { continue }
+                told[key] = page.last
+                otherDeviceChanged(at: file.url.path)
+                // More than one change waits: the round takes them all in pages. Asking one by one meanwhile
+                // would only repeat what it takes.
+                if page.more { Thread.sleep(forTimeInterval: 1) }
             }
             if !asked {
                 // No keychain syncs: nothing to watch until one may (no polling meanwhile; the interval bounds a
                 // keychain opened without an event).
-                let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
-                _ = watchWake.wait(timeout: .now() + seconds)
+                _ = watchWake.wait(timeout: .now() + Self.seconds(interval))
                 while watchWake.wait(timeout: .now()) == .success {}
             }
         }
     }
 
+    /// A write to the keychain at `path` here.
     func keychainChanged(at path: String) {
-        changed.withLock { _ = $0.insert(path) }
+        pending.withLock {
+            $0.paths.insert(path)
+            $0.local = true
+        }
         wake.signal()
         watchWake.signal()
+    }
+
+    /// The server told of another device's change to the account of the keychain at `path`.
+    private func otherDeviceChanged(at path: String) {
+        pending.withLock { _ = $0.paths.insert(path) }
+        wake.signal()
     }
 
     /// A sync command ran: a keychain may now sync (or no longer).
@@ -85,43 +131,50 @@ final class SyncScheduler: Sendable {
         stopping.store(true, ordering: .relaxed)
         wake.signal()
         watchWake.signal()
-        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        _ = ended.wait(timeout: .now() + seconds)
+        _ = ended.wait(timeout: .now() + Self.seconds(timeout))
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private func takePending() -> Pending {
+        // Signals first, then the set: a change recorded after this take has its signal still to come.
+        while wake.wait(timeout: .now()) == .success {}
+        return pending.withLock { current in
+            defer { current = Pending() }
+            return current
+        }
     }
 
     private func run() {
         defer { ended.signal() }
-        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
-        var retrySoon = false
+        var nextTimer = DispatchTime.now() + Self.seconds(interval)
+        var busy: Set<String> = []  // keychains another operation held last pass
         while !stopping.load(ordering: .relaxed) {
-            // A keychain that was busy last pass is looked at again in half a second, not at the next timer.
-            var woken = wake.wait(timeout: .now() + (retrySoon ? 0.5 : seconds)) == .success
-            if retrySoon { woken = true }
-            if woken {
-                // A burst of writes (an import, a restore) makes one round, not one per write.
-                Thread.sleep(forTimeInterval: 0.3)
-                while wake.wait(timeout: .now()) == .success {}
+            let deadline = busy.isEmpty ? nextTimer : min(nextTimer, .now() + Self.busyRetry)
+            _ = wake.wait(timeout: deadline)
+            var due = takePending()
+            if due.local {
+                Thread.sleep(forTimeInterval: Self.localBatchWindow)
+                due.paths.formUnion(takePending().paths)
             }
-            let paths = changed.withLock { pending -> Set<String> in
-                defer { pending.removeAll() }
-                return pending
+            let everything = DispatchTime.now() >= nextTimer
+            if everything { nextTimer = .now() + Self.seconds(interval) }
+            let paths = due.paths.union(busy)
+            busy = []
+            for file in files() where (everything || paths.contains(file.url.path)) && !stopping.load(ordering: .relaxed) {
+                if !syncQuietly(file) { busy.insert(file.url.path) }
             }
-            for file in files() where (!woken || paths.contains(file.url.path)) && !stopping.load(ordering: .relaxed) {
-                syncQuietly(file)
-            }
-            retrySoon = changed.withLock { !$0.isEmpty }
         }
     }
 
-    private func syncQuietly(_ file: KeychainFile) {
+    /// One round on `file` if it syncs; false when another operation on it was under way (what woke this pass may
+    /// have come after that one began, so the keychain is looked at again soon).
+    private func syncQuietly(_ file: KeychainFile) -> Bool {
         do throws(KeychainError) {
-            guard let secret = try file.syncState(), try SyncState.decode(secret).joinCode == nil else { return }
-            guard let report = try engine.roundIfIdle(on: file) else {
-                // Another operation on it is under way: what woke this pass may have come after it began, so the
-                // keychain is looked at again once that is done.
-                changed.withLock { _ = $0.insert(file.url.path) }
-                return
-            }
+            guard let secret = try file.syncState(), try SyncState.decode(secret).joinCode == nil else { return true }
+            guard let report = try engine.roundIfIdle(on: file) else { return false }
             if report.sent + report.received + report.deleted > 0 {
                 logger.info("sync.round", metadata: ["sent": "\(report.sent)", "received": "\(report.received)",
                                                      "deleted": "\(report.deleted)"])
@@ -130,6 +183,7 @@ final class SyncScheduler: Sendable {
             // Locked, offline, a round already running: the next pass tries again. Never a secret in the message.
             logger.debug("sync.round.skipped", metadata: ["status": "\(error.status.rawValue)"])
         }
+        return true
     }
 }
 
