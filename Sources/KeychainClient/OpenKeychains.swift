@@ -23,6 +23,8 @@ public final class OpenKeychains: Sendable {
     private let pathLocks = (0..<64).map { _ in PathLock() }
     private final class PathLock: Sendable { let mutex = Mutex<Void>(()) }
     private let open: Opener
+    /// Told of each file's path once it is open and listed (keychaind's sync watches the keychains it has open).
+    private let openObserver = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     public init() {
         open = { url, configuration throws(KeychainError) in try KeychainFile.open(at: url, configuration: configuration) }
@@ -30,6 +32,12 @@ public final class OpenKeychains: Sendable {
 
     /// With another way of opening a file (tests: one that waits, to show who else is held up meanwhile).
     package init(opening: @escaping Opener) { open = opening }
+
+    /// Calls `observer` with the path of every file opened from now on, after it is in the list, on the opening
+    /// thread (so it must only take note: the file's path lock is held).
+    public func observeOpening(_ observer: @escaping @Sendable (String) -> Void) {
+        openObserver.withLock { $0 = observer }
+    }
 
     /// The configuration every handle of this process gets. There is one handle per file and process, so it must
     /// not depend on which API happened to open the file first: every opener uses this. (Who asks the user is the
@@ -76,6 +84,7 @@ public final class OpenKeychains: Sendable {
             }
             files.withLock { $0[key] = file }
             file.announceIdleDeadline()  // a keychain made unlocked is in the list only now
+            openObserver.withLock { $0 }?(file.url.path)
             return file
         }
     }

@@ -58,6 +58,7 @@ extension KeychainDaemonServer {
         var contexts = ConnectionContexts()
         var connectionAsker = Asker(prompter: nil)
         var loggedCaller: LoggedCaller?
+        var sessionNotice: String?
         while true {
             var frame: [UInt8]
             let start = stream.consumed
@@ -104,6 +105,7 @@ extension KeychainDaemonServer {
                             return asker.confirm(
                                 "\(program) claims the keychain access group \u{201C}\(group)\u{201D}, which holds items of \(others).")
                         }
+                        sessionNotice = Self.leftOutNotice(claimed: claimed, admitted: caller)
                         loggedCaller = nil
                         connectionService = EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration,
@@ -142,6 +144,8 @@ extension KeychainDaemonServer {
                             Self.itemKeychain(of: request, service: service)
                         }, by: loggedCaller) {
                             response = .failure(unlogged)
+                        } else if case .session = request, case .done = handled, let sessionNotice {
+                            response = .notice(sessionNotice)
                         } else {
                             response = handled
                         }
@@ -179,6 +183,17 @@ extension KeychainDaemonServer {
             if n < 0 && errno == EINTR { continue }
             if n <= 0 || stopped.load(ordering: .relaxed) { return }
         }
+    }
+
+    /// What a program left out of access groups it claims is told at its session (once, on its standard error):
+    /// which groups, and the command that lets a build of the user's own in. Other programs' paths are not named.
+    static func leftOutNotice(claimed: Caller, admitted: Caller) -> String? {
+        let left = claimed.accessGroups.filter { !admitted.accessGroups.contains($0) }
+        guard !left.isEmpty, let program = claimed.application?.path else { return nil }
+        let groups = left.map { "\u{201C}\($0)\u{201D}" }.joined(separator: ", ")
+        return "\(program) was left out of the keychain access group\(left.count == 1 ? "" : "s") \(groups): "
+            + "\(left.count == 1 ? "it holds" : "they hold") items of another program, or of an earlier build of this one. "
+            + "If this build is yours: security trust-program \(program)"
     }
 
     /// `security trust-program PATH`: the program now at PATH (its path and the SHA-256 of its file) may use the

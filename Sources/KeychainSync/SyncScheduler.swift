@@ -122,6 +122,13 @@ final class SyncScheduler: Sendable {
         wake.signal()
     }
 
+    /// keychaind opened the keychain at `path`: if it syncs, the watch includes it now and a round takes what other
+    /// devices wrote meanwhile.
+    func keychainOpened(at path: String) {
+        otherDeviceChanged(at: path)
+        watchWake.signal()
+    }
+
     /// A sync command ran: a keychain may now sync (or no longer).
     func accountsMayHaveChanged() { watchWake.signal() }
 
@@ -149,7 +156,7 @@ final class SyncScheduler: Sendable {
 
     private func run() {
         defer { ended.signal() }
-        var nextTimer = DispatchTime.now() + Self.seconds(interval)
+        var nextTimer = DispatchTime.now()  // a first pass at once, over the keychains already open
         var busy: Set<String> = []  // keychains another operation held last pass
         while !stopping.load(ordering: .relaxed) {
             let deadline = busy.isEmpty ? nextTimer : min(nextTimer, .now() + Self.busyRetry)
@@ -203,5 +210,9 @@ extension SyncEngine {
 
     public func keychainChanged(at path: String) {
         background.withLock { $0 }?.keychainChanged(at: path)
+    }
+
+    public func keychainOpened(at path: String) {
+        background.withLock { $0 }?.keychainOpened(at: path)
     }
 }

@@ -326,6 +326,9 @@ public enum Response: Sendable {
     /// Before the answer to a long request (a backup, a restore): how far it got. Any number may come; the
     /// answer follows.
     case progress(done: Int64, total: Int64)
+    /// The answer to a session: something the client's user should read (a program left out of its access groups,
+    /// and how to let it in). Shown once per process on standard error.
+    case notice(String)
 
     public func encode() -> [UInt8] {
         var w = WireWriter()
@@ -346,6 +349,7 @@ public enum Response: Sendable {
             for f in list { w.found(f) }
         case .failure(let e): w.byte(9); w.error(e)
         case .progress(let done, let total): w.byte(18); w.int(done); w.int(total)
+        case .notice(let text): w.byte(19); w.string(text)
         case .event(let e): w.byte(10); w.int(Int64(e.kind.rawValue)); w.optionalString(e.keychain); w.int(Int64(e.pid))
         case .secret(let s): w.byte(11); w.secret(s)
         case .keyPair(let pair): w.byte(12); w.found(pair.privateKey); w.blob(pair.publicKey)
@@ -423,6 +427,7 @@ public enum Response: Sendable {
             let done = try r.int(), total = try r.int()
             guard done >= 0, total >= 0 else { throw .malformed("progress") }
             response = .progress(done: done, total: total)
+        case 19: response = .notice(try r.string())
         case 10:
             guard let raw = UInt32(exactly: try r.int()), let kind = KeychainEvent.Kind(rawValue: raw) else {
                 throw .malformed("event")

@@ -173,6 +173,9 @@ if syncInterval != "off" {
     let seconds = syncInterval.flatMap(Double.init).map { max($0, 1) } ?? 60
     services.append(SyncRounds(engine: syncEngine, interval: .milliseconds(Int64(seconds * 1000)),
                                keychains: { [server] in server.keychains.all }))
+    // A keychain opened after keychaind started (the first client's) is watched from then on, and takes what other
+    // devices wrote while keychaind was not running.
+    server.keychains.observeOpening { [syncEngine] path in syncEngine.keychainOpened(at: path) }
 }
 log.info("serving \(server.socket.path)")
 // Every service ending on its own (the server, once its socket is gone) shuts the others down too, gracefully.

@@ -766,7 +766,12 @@ struct DaemonTests {
         try handle.write(contentsOf: Data([0]))
         try handle.close()
         try pinentry.answer("deny")
-        #expect(try run(program.path, ["get", "svc", "first"]).status == 44)
+        let refused = try run(program.path, ["get", "svc", "first"])
+        #expect(refused.status == 44)
+        // It is told why, once, and what lets it in; the program the group is bound to is not named.
+        let told = "keychain: \(program.path) was left out of the keychain access group"
+        #expect(refused.stderr.components(separatedBy: told).count == 2, "\(refused.stderr)")
+        #expect(refused.stderr.contains("If this build is yours: security trust-program \(program.path)\n"))
         // Refused (Deny): errSecAuthFailed, and still nothing.
         let denied = try run(security, ["trust-program", program.path])
         #expect(denied.status == 51, "\(denied.stderr)")
@@ -780,7 +785,9 @@ struct DaemonTests {
         // From now on this build runs with nobody asked: it stores and reads in its group.
         let asked = pinentry.confirmations
         #expect(try run(program.path, ["set", "svc", "second"], stdin: "v2").status == 0)
-        #expect(try run(program.path, ["get", "svc", "second"]).stdout == "v2\n")
+        let admitted = try run(program.path, ["get", "svc", "second"])
+        #expect(admitted.stdout == "v2\n")
+        #expect(!admitted.stderr.contains("left out"))
         #expect(pinentry.confirmations == asked)
         // Any other program asking keychaind for this is refused.
         let socket = KeychainLocations.current(environment: environment).daemonSocket

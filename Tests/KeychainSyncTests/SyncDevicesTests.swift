@@ -256,6 +256,12 @@ extension SyncDevicesTests {
         }
         #expect(try first.security("sync-setup", "--server", server.url).status == 0)
         _ = try Self.join(second, to: first, server: server)
+        // The second device's keychaind starts afresh and a command that changes nothing opens the keychain: it is
+        // watched from then on, not from keychaind's timer (it once watched only what was open when it started).
+        let pid = try #require(second.daemonPID)
+        kill(pid, SIGTERM)
+        #expect(Self.within(10) { kill(pid, 0) != 0 } != nil)
+        #expect(try second.security("sync-status").status == 0)
 
         #expect(try first.example("set", "background", "acct", stdin: "no-sync-now").status == 0)
         let arrived = try Self.within(15) { try second.example("get", "background", "acct").stdout == "no-sync-now\n" }

@@ -86,12 +86,17 @@ public final class RemoteKeychainService: KeychainService {
             Glibc.close(fd)
             throw KeychainError(.internalComponent, error.message)
         }
-        // The session's answer (an error there only means the daemon cannot ask this client's user).
+        // The session's answer (an error there only means the daemon cannot ask this client's user; a notice is
+        // for the user, once per process).
         if !session.isEmpty {
             do {
-                guard try Framing.receive(on: fd, limit: WireLimits.maximumResponse) != nil else {
+                guard let said = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
                     Glibc.close(fd)
                     return nil
+                }
+                if case .notice(let text)? = try? Response.decode(said), !noticeShown.exchange(true, ordering: .relaxed) {
+                    let line = Array("keychain: \(text)\n".utf8)
+                    _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
                 }
             } catch {
                 Glibc.close(fd)
@@ -100,6 +105,9 @@ public final class RemoteKeychainService: KeychainService {
         }
         return RemoteKeychainService(socket: socket, fd: fd)
     }
+
+    /// Whether this process has shown the daemon's notice already (every connection gets it again).
+    private static let noticeShown = Atomic(false)
 
     /// This process's terminal (GPG_TTY, else the first of its standard streams that is one) and display, unless
     /// KEYCHAIN_PROMPTER=none.
