@@ -194,6 +194,62 @@ struct MigrationTests {
         }
     }
 
+    @Test("moved in from keepassxc-cli's export and a pass store, then read through Security by another program via keychaind: found by class and attributes as Apple code asks, each secret once the user allows it (Always Allow: asked once)")
+    func readBackThroughSecurity() throws {
+        let source = FileManager.default.temporaryDirectory.appendingPathComponent("rb-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: source) }
+        _ = try Self.makeSource("keepassxc", source.appendingPathComponent("kp").path, "db pw")
+        let pass = try Self.makeSource("pass", source.appendingPathComponent("pass").path)
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        let pinentry = try DaemonTests.ScriptedPinentry(in: home.tool.home)
+        let environment = home.environment(asking: pinentry)
+        func run(_ program: String, _ arguments: [String], _ changes: [String: String] = [:]) throws -> Tool.Result {
+            let output = try ChildProcess.run(program, arguments: arguments, environment: environment.merging(changes) { $1 })
+            let status: Int32 = if case .exited(let code) = output.termination { code } else { -1 }
+            return Tool.Result(status: status, stdout: String(decoding: output.stdout, as: UTF8.self),
+                               stderr: String(decoding: output.stderr, as: UTF8.self))
+        }
+        let security = Tool.binary.path
+        let fromKeePassXC = try run(security, ["import-secrets", "--from", "keepassxc-xml",
+                                               source.appendingPathComponent("kp/export.xml").path])
+        #expect(fromKeePassXC.status == 0, "\(fromKeePassXC.stderr)")
+        let fromPass = try run(security, ["import-secrets", "--from", "pass", source.appendingPathComponent("pass/store").path],
+                               ["GNUPGHOME": source.appendingPathComponent("pass/gnupg").path])
+        #expect(fromPass.status == 0, "\(fromPass.stderr)")
+
+        func hex(_ text: String) -> String { Data(text.utf8).map { String(format: "%02x", $0) }.joined() }
+        var expected: [[String: Any]] = [
+            ["match": ["class": "inet", "srvr": "login.example.com"],
+             "attributes": ["acct": "alice", "port": 8443, "path": "/path", "ptcl": "htps"], "secret_hex": hex("alice-new-pass")],
+            ["match": ["class": "inet", "srvr": "login.example.com", "ptcl": "htps", "acct": "alice"],
+             "attributes": [:] as [String: Any], "secret_hex": hex("alice-new-pass")],
+            ["match": ["class": "genp", "svce": "Bank PIN"],
+             "attributes": ["acct": "bob", "desc": "Finance/Cards"], "secret_hex": hex("0000")],
+            ["match": ["class": "genp", "acct": "guest"], "attributes": ["svce": "Café ☕ Wi-Fi"], "secret_hex": hex("wifi-pass")],
+        ]
+        for entry in pass["entries"] as? [[String: Any]] ?? [] {
+            let name = entry["name"] as? String ?? ""
+            expected.append(["match": ["class": "genp", "svce": name, "acct": String(name.split(separator: "/").last ?? "")],
+                             "attributes": [:] as [String: Any], "secret_hex": hex(entry["password"] as? String ?? "")])
+        }
+        let file = source.appendingPathComponent("expected.json")
+        try JSONSerialization.data(withJSONObject: expected).write(to: file)
+        // This test binary, run again as a program of its own: SecurityCompatSuite.ImportedItemsProbe.
+        let probe = [CommandLine.arguments[0], "--testing-library", "swift-testing", "--filter", "ImportedItemsProbe"]
+        let probeEnvironment = ["KEYCHAIN_IMPORT_PROBE": file.path, "KEYCHAIN_BACKEND": "daemon"]
+        // Six items: each is asked about once (Always Allow), the login item's second query not again.
+        try pinentry.answer("always", "always", "always", "always", "always", "always")
+        let first = try run(probe[0], Array(probe.dropFirst()), probeEnvironment)
+        #expect(first.status == 0, "\(first.stdout.suffix(3000))")
+        #expect(pinentry.confirmations == 6)
+        #expect(pinentry.descriptions.contains("swift-keychainPackageTests.xctest"))
+        // Kept: the same program reads them all again with nobody asked.
+        let again = try run(probe[0], Array(probe.dropFirst()), probeEnvironment)
+        #expect(again.status == 0, "\(again.stdout.suffix(3000))")
+        #expect(pinentry.confirmations == 6)
+    }
+
     @Test("a pass store decrypted by the user's own gpg: first line the secret, the rest the comment, the path service and account")
     func passStore() throws {
         let source = FileManager.default.temporaryDirectory.appendingPathComponent("ps-\(UUID().uuidString)")

@@ -1,31 +1,11 @@
 import Foundation
 import KeychainInterface
+import KeychainTestSupport
 import Testing
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// The package's built executables, beside the test bundle.
-enum Built {
-    static var directory: URL {
-        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        if dir.lastPathComponent.hasSuffix(".xctest") { dir.deleteLastPathComponent() }
-        if FileManager.default.fileExists(atPath: dir.appendingPathComponent("security").path) { return dir }
-        return Bundle.main.bundleURL.deletingLastPathComponent()
-    }
-
-    static func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
-
-    static var packageRoot: URL {
-        var dir = URL(fileURLWithPath: #filePath)
-        while dir.path != "/" {
-            dir.deleteLastPathComponent()
-            if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path) { return dir }
-        }
-        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
-    }
-}
 
 struct Ran {
     var status: Int32
