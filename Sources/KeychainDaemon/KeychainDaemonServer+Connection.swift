@@ -190,10 +190,25 @@ extension KeychainDaemonServer {
     static func leftOutNotice(claimed: Caller, admitted: Caller) -> String? {
         let left = claimed.accessGroups.filter { !admitted.accessGroups.contains($0) }
         guard !left.isEmpty, let program = claimed.application?.path else { return nil }
-        let groups = left.map { "\u{201C}\($0)\u{201D}" }.joined(separator: ", ")
-        return "\(program) was left out of the keychain access group\(left.count == 1 ? "" : "s") \(groups): "
+        let groups = left.map { "\u{201C}\(printable($0))\u{201D}" }.joined(separator: ", ")
+        return "\(printable(program)) was left out of the keychain access group\(left.count == 1 ? "" : "s") \(groups): "
             + "\(left.count == 1 ? "it holds" : "they hold") items of another program, or of an earlier build of this one. "
-            + "If this build is yours: security trust-program \(program)"
+            + "If this build is yours: security trust-program \(shellQuoted(program))"
+    }
+
+    /// Without control characters (a path or group name is the client's, shown on its terminal).
+    private static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.properties.generalCategory != .control }))
+    }
+
+    /// A path as a shell command takes it: as it is when it needs no quoting, else in single quotes.
+    static func shellQuoted(_ path: String) -> String {
+        let plain = !path.isEmpty && path.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
+                || "/._+-,:@%=".unicodeScalars.contains(scalar))
+        }
+        if plain { return path }
+        return "'" + printable(path).replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 
     /// `security trust-program PATH`: the program now at PATH (its path and the SHA-256 of its file) may use the

@@ -32,6 +32,9 @@ final class SyncScheduler: Sendable {
     static let localBatchWindow = 0.05
     /// A keychain another operation held (a sync command) is looked at again this soon.
     static let busyRetry = 0.5
+    /// A round that failed (offline, refused, locked) is tried again after this, doubling up to the interval: the
+    /// push has told of its change already, and will not tell again.
+    static let failedRetry = 1.0
     /// The push waits this long before asking again after two failures in a row (the server is down or refuses).
     static let watchRetry = 5.0
 
@@ -73,10 +76,15 @@ final class SyncScheduler: Sendable {
                 let path = "/v1/accounts/\(state.account.hexString)/changes?after=\(after)&limit=1&wait=25"
                 let reply = try? transport.send(.GET, path)
                 if reply?.status == 410 {
-                    // The server forgot tombstones after `after`: the round resyncs in full.
+                    // The server forgot tombstones after `after`: a round resyncs in full. Told again before a
+                    // request succeeded, the watch leaves that round (and its retries) to the run loop, and waits.
                     told[key] = nil
-                    otherDeviceChanged(at: file.url.path)
-                    Thread.sleep(forTimeInterval: 1)
+                    if failing.insert(key).inserted {
+                        otherDeviceChanged(at: file.url.path)
+                        Thread.sleep(forTimeInterval: 1)
+                    } else {
+                        _ = watchWake.wait(timeout: .now() + Self.watchRetry)
+                    }
                     continue
                 }
                 guard let reply, reply.status == 200, let page = try? SyncTransport.decode(ChangePage.self, reply),
@@ -158,39 +166,64 @@ final class SyncScheduler: Sendable {
         defer { ended.signal() }
         var nextTimer = DispatchTime.now()  // a first pass at once, over the keychains already open
         var busy: Set<String> = []  // keychains another operation held last pass
+        var failed: [String: Retry] = [:]  // keychains whose last round failed
         while !stopping.load(ordering: .relaxed) {
-            let deadline = busy.isEmpty ? nextTimer : min(nextTimer, .now() + Self.busyRetry)
+            var deadline = busy.isEmpty ? nextTimer : min(nextTimer, .now() + Self.busyRetry)
+            for retry in failed.values { deadline = min(deadline, retry.at) }
             _ = wake.wait(timeout: deadline)
             var due = takePending()
             if due.local {
                 Thread.sleep(forTimeInterval: Self.localBatchWindow)
                 due.paths.formUnion(takePending().paths)
             }
-            let everything = DispatchTime.now() >= nextTimer
-            if everything { nextTimer = .now() + Self.seconds(interval) }
-            let paths = due.paths.union(busy)
+            let now = DispatchTime.now()
+            let everything = now >= nextTimer
+            if everything { nextTimer = now + Self.seconds(interval) }
+            let paths = due.paths.union(busy).union(failed.filter { $0.value.at <= now }.keys)
             busy = []
             for file in files() where (everything || paths.contains(file.url.path)) && !stopping.load(ordering: .relaxed) {
-                if !syncQuietly(file) { busy.insert(file.url.path) }
+                let path = file.url.path
+                switch syncQuietly(file) {
+                case .done: failed[path] = nil
+                case .busy: busy.insert(path)
+                case .failed:
+                    let delay = min((failed[path]?.delay).map { $0 * 2 } ?? Self.failedRetry, Self.seconds(interval))
+                    failed[path] = Retry(at: .now() + delay, delay: delay)
+                }
             }
+            // A keychain no longer open is no longer retried.
+            let open = Set(files().map(\.url.path))
+            failed = failed.filter { open.contains($0.key) }
         }
     }
 
-    /// One round on `file` if it syncs; false when another operation on it was under way (what woke this pass may
-    /// have come after that one began, so the keychain is looked at again soon).
-    private func syncQuietly(_ file: KeychainFile) -> Bool {
+    private struct Retry {
+        var at: DispatchTime
+        var delay: Double
+    }
+
+    private enum Outcome { case done, busy, failed }
+
+    /// One round on `file` if it syncs: busy when another operation on it was under way (what woke this pass may
+    /// have come after that one began, so the keychain is looked at again soon), failed when the round could not be
+    /// made (tried again later: the push does not tell of the same change twice).
+    private func syncQuietly(_ file: KeychainFile) -> Outcome {
+        // Locked (its unlock starts a round), not syncing, or still joining: nothing to try again.
+        guard let secret = try? file.syncState(), let state = try? SyncState.decode(secret), state.joinCode == nil else {
+            return .done
+        }
         do throws(KeychainError) {
-            guard let secret = try file.syncState(), try SyncState.decode(secret).joinCode == nil else { return true }
-            guard let report = try engine.roundIfIdle(on: file) else { return false }
+            guard let report = try engine.roundIfIdle(on: file) else { return .busy }
             if report.sent + report.received + report.deleted > 0 {
                 logger.info("sync.round", metadata: ["sent": "\(report.sent)", "received": "\(report.received)",
                                                      "deleted": "\(report.deleted)"])
             }
         } catch {
-            // Locked, offline, a round already running: the next pass tries again. Never a secret in the message.
+            // Offline, refused, locked meanwhile: tried again soon, then less often. Never a secret in the message.
             logger.debug("sync.round.skipped", metadata: ["status": "\(error.status.rawValue)"])
+            return .failed
         }
-        return true
+        return .done
     }
 }
 

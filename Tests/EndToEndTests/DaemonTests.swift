@@ -891,10 +891,4 @@ struct DaemonTests {
         #expect(lock?.keychain == home.tool.home.appendingPathComponent("data/keychains/work.keychain-db").path)
         #expect(lock?.pid == home.daemonPID)
     }
-
-    func isZombie(_ pid: pid_t) -> Bool {
-        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
-        guard let close = stat.lastIndex(of: ")") else { return true }
-        return stat[stat.index(close, offsetBy: 2)] == "Z"
-    }
 }

@@ -94,7 +94,8 @@ public final class RemoteKeychainService: KeychainService {
                     Glibc.close(fd)
                     return nil
                 }
-                if case .notice(let text)? = try? Response.decode(said), !noticeShown.exchange(true, ordering: .relaxed) {
+                if case .notice(let text)? = try? Response.decode(said), Self.standardErrorIsForPeople,
+                   !noticeShown.exchange(true, ordering: .relaxed) {
                     let line = Array("keychain: \(text)\n".utf8)
                     _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
                 }
@@ -108,6 +109,13 @@ public final class RemoteKeychainService: KeychainService {
 
     /// Whether this process has shown the daemon's notice already (every connection gets it again).
     private static let noticeShown = Atomic(false)
+
+    /// Whether descriptor 2 is open: the notice goes where the Swift runtime's and the C library's own diagnostics
+    /// go, and nowhere when a program closed its standard error.
+    static var standardErrorIsForPeople: Bool {
+        var status = stat()
+        return fstat(2, &status) == 0 && status.st_mode & S_IFMT != S_IFDIR
+    }
 
     /// This process's terminal (GPG_TTY, else the first of its standard streams that is one) and display, unless
     /// KEYCHAIN_PROMPTER=none.
