@@ -18,6 +18,8 @@ rm -f "$build_log"
 bin="$(swift build "${flags[@]}" --show-bin-path)"
 mkdir -p artifacts
 export FUZZ_DEVICE_KEY="$PWD/fixtures/state/device.key"
+# Swift's own backtracer would take the crash signal first and end the process before libFuzzer writes the input.
+export SWIFT_BACKTRACE=enable=no
 for target in query-parser:FuzzQueryParser keychain-file:FuzzKeychainFile command-line:FuzzCommandLine wire:FuzzWire \
     certificate:FuzzCertificate pkcs12:FuzzPKCS12 dbus:FuzzDBus backup:FuzzBackup; do
     corpus="corpus/${target%%:*}" program="$bin/${target##*:}"
@@ -25,7 +27,13 @@ for target in query-parser:FuzzQueryParser keychain-file:FuzzKeychainFile comman
     echo "== ${target##*:}: $runs runs over $corpus"
     if ! "$program" -runs="$runs" -max_len=65536 -timeout=10 -artifact_prefix=artifacts/ -print_final_stats=1 \
         "$scratch" "$corpus" > "$scratch.log" 2>&1; then
-        tail -40 "$scratch.log"
+        # The reason and the crashing thread's first frames (the backtrace's tail is registers and images), then
+        # the input itself, so that a CI log alone is enough to reproduce: base64 -d > input; FuzzX input
+        grep -m1 -B2 -A30 -E "Fatal error|Precondition failed|Crash|deadly signal|ERROR: libFuzzer" "$scratch.log" \
+            || tail -40 "$scratch.log"
+        for input in $(grep -oE "artifacts/[a-z]+-[0-9a-f]+" "$scratch.log" | sort -u); do
+            [ -f "$input" ] && echo "input $input (base64): $(head -c 8192 "$input" | base64 -w0)"
+        done
         echo "fuzzing ${target##*:} failed: the input is in Fuzz/artifacts/"
         exit 1
     fi

@@ -126,8 +126,7 @@ public enum Request: Sendable {
         case .accessLog(.read(let filter)):
             w.byte(38); w.byte(0)
             w.optionalString(filter.program); w.optionalString(filter.item)
-            let since = (filter.since?.timeIntervalSince1970 ?? 0) * 1000
-            w.bool(filter.since != nil); w.int(since.isFinite ? Int64(max(min(since, 1e15), -1e15)) : 0)
+            w.bool(filter.since != nil); w.milliseconds(filter.since?.timeIntervalSince1970 ?? 0)
         case .accessLog(.verify): w.byte(38); w.byte(1)
         case .sync(let request, let r):
             w.byte(37)
@@ -219,10 +218,9 @@ public enum Request: Sendable {
             switch try r.byte() {
             case 0:
                 let program = try r.optionalString(), item = try r.optionalString()
-                let hasSince = try r.bool(), since = try r.int()
+                let hasSince = try r.bool(), since = try r.milliseconds()
                 request = .accessLog(.read(AccessLogFilter(
-                    program: program, item: item,
-                    since: hasSince ? Date(timeIntervalSince1970: Double(since) / 1000) : nil)))
+                    program: program, item: item, since: hasSince ? Date(timeIntervalSince1970: since) : nil)))
             case 1: request = .accessLog(.verify)
             default: throw .malformed("access log request")
             }
@@ -366,7 +364,7 @@ public enum Response: Sendable {
             for n in [report.epoch, report.items, report.sent, report.received, report.deleted, report.conflicts] {
                 w.int(Int64(n))
             }
-            w.bool(report.lastSync != nil); w.int(Int64((report.lastSync ?? 0) * 1000))
+            w.bool(report.lastSync != nil); w.milliseconds(report.lastSync ?? 0)
             w.optionalSecret(report.recoveryKey)
             w.int(Int64(report.devices)); w.optionalString(report.joinCode); w.bool(report.joined)
             w.int(Int64(report.words.count))
@@ -392,7 +390,7 @@ public enum Response: Sendable {
                 w.optionalString(c.subjectSummary); w.bool(c.hasPrivateKey)
                 for time in [c.notBefore, c.notAfter] {
                     w.bool(time != nil)
-                    if let time { w.int(Int64(time.timeIntervalSince1970)) }
+                    if let time { w.seconds(time.timeIntervalSince1970) }
                 }
             }
         }
@@ -450,7 +448,7 @@ public enum Response: Sendable {
                 let summary = try r.optionalString()
                 let hasPrivateKey = try r.bool()
                 var times: [Date?] = []
-                for _ in 0..<2 { times.append(try r.bool() ? Date(timeIntervalSince1970: TimeInterval(try r.int())) : nil) }
+                for _ in 0..<2 { times.append(try r.bool() ? Date(timeIntervalSince1970: try r.seconds()) : nil) }
                 list.append(CertificateRecord(item: item, sha1: sha1, sha256: sha256, commonName: commonName,
                                               emailAddresses: addresses, subjectSummary: summary,
                                               hasPrivateKey: hasPrivateKey, notBefore: times[0], notAfter: times[1]))
@@ -478,7 +476,7 @@ public enum Response: Sendable {
                 counts.append(n)
             }
             let hasLast = try r.bool()
-            let last = Double(try r.int()) / 1000
+            let last = try r.milliseconds()
             var report = SyncReport(server: server, account: account, device: device, epoch: counts[0],
                                     items: counts[1], sent: counts[2], received: counts[3], deleted: counts[4],
                                     conflicts: counts[5], lastSync: hasLast ? last : nil,

@@ -27,6 +27,17 @@ public struct WireWriter: ~Copyable {
 
     public mutating func string(_ s: String) { blob(Array(s.utf8)) }
 
+    /// A time as whole milliseconds since 1970, within ±``WireTime/limit`` (so it survives Double exactly: a decoded
+    /// time encodes to the same bytes again). Out of range or not a number is clamped, never a trap.
+    public mutating func milliseconds(_ secondsSince1970: Double) {
+        int(Int64(WireTime.clamped(secondsSince1970 * 1000).rounded()))
+    }
+
+    /// A time as whole seconds since 1970 (certificate validity), within ±``WireTime/limit``.
+    public mutating func seconds(_ secondsSince1970: Double) {
+        int(Int64(WireTime.clamped(secondsSince1970).rounded(.towardZero)))
+    }
+
     public mutating func optionalString(_ s: String?) {
         bool(s != nil)
         if let s { string(s) }
@@ -101,6 +112,12 @@ public struct WireReader {
 
     public mutating func optionalString() throws(WireError) -> String? { try bool() ? try string() : nil }
 
+    /// A time written by ``WireWriter/milliseconds(_:)``, in seconds since 1970.
+    public mutating func milliseconds() throws(WireError) -> Double { Double(try WireTime.checked(try int())) / 1000 }
+
+    /// A time written by ``WireWriter/seconds(_:)``, in seconds since 1970.
+    public mutating func seconds() throws(WireError) -> Double { Double(try WireTime.checked(try int())) }
+
     public mutating func secret() throws(WireError) -> SecretBytes {
         let n = try count()
         defer { offset += n }
@@ -111,6 +128,21 @@ public struct WireReader {
 
     /// An element count for a list, bounded by the bytes left (each element takes at least one byte).
     public mutating func elementCount() throws(WireError) -> Int { try count() }
+}
+
+/// The range of times on the wire: ±10¹⁵ units (milliseconds: ±31,000 years), well inside the 2⁵³ that a Double
+/// holds exactly, so a time read from a frame writes back to the same integer.
+enum WireTime {
+    static let limit: Int64 = 1_000_000_000_000_000
+
+    static func clamped(_ value: Double) -> Double {
+        value.isNaN ? 0 : min(max(value, -Double(limit)), Double(limit))
+    }
+
+    static func checked(_ n: Int64) throws(WireError) -> Int64 {
+        guard n >= -limit, n <= limit else { throw .malformed("time") }
+        return n
+    }
 }
 
 /// A frame or value the protocol cannot accept.

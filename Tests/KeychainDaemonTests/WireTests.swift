@@ -361,3 +361,67 @@ extension WireTests {
         }
     }
 }
+
+extension WireTests {
+    /// The fuzz target's rule for any frame: refused with a WireError, or decoded to a message whose encoding decodes
+    /// and encodes to the same bytes again. A time field that went through Double and back used to trap here (an
+    /// Int64 near its limit became 2⁶³) or drift (milliseconds divided and multiplied by 1000).
+    private func expectRefusedOrStable(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        if let request = try? Request.decode(bytes) {
+            let encoded = try request.encode()
+            #expect(try Request.decode(encoded).encode() == encoded, sourceLocation: sourceLocation)
+        }
+        if let response = try? Response.decode(bytes) {
+            let encoded = response.encode()
+            #expect(try Response.decode(encoded).encode() == encoded, sourceLocation: sourceLocation)
+        }
+    }
+
+    /// `frame` with the big-endian 8 bytes of `old` (which must occur once) replaced by those of `new`.
+    private func replacing(_ old: Int64, with new: Int64, in frame: [UInt8]) throws -> [UInt8] {
+        let needle: [UInt8] = withUnsafeBytes(of: old.bigEndian) { Array($0) }
+        let patch: [UInt8] = withUnsafeBytes(of: new.bigEndian) { Array($0) }
+        let starts = frame.indices.dropLast(7).filter { Array(frame[$0..<$0 + 8]) == needle }
+        try #require(starts.count == 1, "the marker value occurs once in the frame")
+        var patched = frame
+        patched.replaceSubrange(starts[0]..<starts[0] + 8, with: patch)
+        return patched
+    }
+
+    @Test("a time in a frame, at any value, is refused or written back exactly: never a trap",
+          arguments: [Int64.max, Int64.min, 1_000_000_000_000_001, -1_000_000_000_000_001, 1_000_000_000_000_000,
+                      999_999_999_999_999, 123_456_789_012_345, -1, 0])
+    func timesAtTheirLimits(value: Int64) throws {
+        let marker: Int64 = 0x0123_4567_89AB
+        let item = FoundItem(item: Item(itemClass: .certificate, attributes: [:]), secret: nil)
+        let certificate = CertificateRecord(
+            item: item, sha1: Data(), sha256: Data(), commonName: nil, emailAddresses: [], subjectSummary: nil,
+            hasPrivateKey: false, notBefore: nil, notAfter: Date(timeIntervalSince1970: TimeInterval(marker)))
+        let sync = SyncReport(server: "s", account: "", device: "", epoch: 0, lastSync: Double(marker) / 1000)
+        let accessLog = try Request.accessLog(.read(AccessLogFilter(since: Date(timeIntervalSince1970: Double(marker) / 1000))))
+            .encode()
+        for frame in [Response.certificates([certificate]).encode(), Response.syncReport(sync).encode(), accessLog] {
+            let patched = try replacing(marker, with: value, in: frame)
+            try expectRefusedOrStable(patched)
+            let decodes = (try? Response.decode(patched)) != nil || (try? Request.decode(patched)) != nil
+            #expect(decodes == (value.magnitude <= 1_000_000_000_000_000), "in range decodes, out of range is refused")
+        }
+    }
+
+    @Test("times read from a frame are the times that were sent (milliseconds for sync and the access log)")
+    func timesKeepTheirValue() throws {
+        let sync = SyncReport(server: "s", account: "", device: "", epoch: 0, lastSync: 1_790_000_000.125)
+        guard case .syncReport(let decoded) = try Response.decode(Response.syncReport(sync).encode()) else {
+            Issue.record("not a sync report")
+            return
+        }
+        #expect(decoded.lastSync == 1_790_000_000.125)
+        let since = Date(timeIntervalSince1970: 1_790_000_000.5)
+        guard case .accessLog(.read(let filter)) = try Request.decode(Request.accessLog(.read(AccessLogFilter(since: since))).encode())
+        else {
+            Issue.record("not an access log request")
+            return
+        }
+        #expect(filter.since == since)
+    }
+}
