@@ -16,10 +16,11 @@ struct SecretServiceTests {
         let home: DaemonTests.DaemonHome
         let bus: PrivateSessionBus
 
-        /// A new home, or `home` (a test that filled its keychain first).
-        init(home: DaemonTests.DaemonHome? = nil) throws {
+        /// A new home, or `home` (a test that filled its keychain first); a new bus with the stock session
+        /// configuration, or `bus`.
+        init(home: DaemonTests.DaemonHome? = nil, bus: PrivateSessionBus? = nil) throws {
             self.home = try home ?? DaemonTests.DaemonHome()
-            bus = try PrivateSessionBus()
+            self.bus = try bus ?? PrivateSessionBus()
         }
         var daemon: Process?
         var address: String { bus.address }
