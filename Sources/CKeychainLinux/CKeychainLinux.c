@@ -35,29 +35,6 @@ int ckeychain_set_process_name(const char *name) { (void)name; errno = ENOSYS; r
 #endif
 
 #if defined(__linux__)
-#include <sys/fsuid.h>
-
-int ckeychain_files_as_real_group(void) {
-    gid_t real = getgid();
-    if (getegid() == real) return 0;
-    setfsgid(real);
-    return setfsgid((gid_t)-1) == (int)real ? 0 : -1;
-}
-
-int ckeychain_keep_only_real_group(void) {
-    gid_t real = getgid();
-    if (setresgid(real, real, real) != 0) return -1;
-    gid_t r, e, saved;
-    if (getresgid(&r, &e, &saved) != 0 || r != real || e != real || saved != real) { errno = EPERM; return -1; }
-    return 0;
-}
-#else
-int ckeychain_files_as_real_group(void) { return 0; }
-
-int ckeychain_keep_only_real_group(void) { return 0; }
-#endif
-
-#if defined(__linux__)
 #include <sys/socket.h>
 
 int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {

@@ -80,9 +80,6 @@ public final class KeychainDaemonServer: Sendable {
         {
             _ = fcntl(3, F_SETFD, FD_CLOEXEC)
             _ = ckeychain_pass_credentials(3)  // inherited by every accepted connection (see ClientStream)
-            // listen(2) again: clients see the credentials of the last listen (an installed keychaind's group, which
-            // they check), not those of systemd, which made the socket.
-            _ = listen(3, 64)
             listening = Mutex(3)
             return
         }

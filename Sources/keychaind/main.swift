@@ -25,10 +25,6 @@ import Glibc
 // The dynamic loader's variables are not for keychaind, nor for the pinentry it starts: a program of the user that
 // starts it with LD_PRELOAD (or a loader path of its own) would have its code beside the keys. Seen at start,
 // keychaind executes itself again without them, keeping its pid (a socket handed over by systemd stays valid).
-// Installed, keychaind is set-group-ID to a group of its own (docs/SECURITY.md, "Which keychaind a client talks
-// to"): its effective group is what clients check on the socket. Everything else is done with the user's group:
-// files and /proc from here on, and every group but the user's is given up once the socket listens.
-_ = ckeychain_files_as_real_group()
 let startEnvironment = ProcessInfo.processInfo.environment
 // Every module's Logger writes keychaind's lines to standard error (the journal under systemd).
 ProcessLogHandler.bootstrap(program: "keychaind", environment: startEnvironment)
@@ -101,12 +97,6 @@ func notifyStarter(_ line: String) {
     }
 }
 
-/// After listening (the kernel recorded keychaind's group for the socket's clients then): nothing keychaind starts
-/// later (pinentry) may have the group, nor could it then be told apart from keychaind on a socket of its own.
-func keepOnlyTheUsersGroup() {
-    guard ckeychain_keep_only_real_group() == 0 else { failStart("cannot give up keychaind's group (errno \(errno))") }
-}
-
 /// Tells the starter and standard error why keychaind cannot serve, and ends.
 func failStart(_ reason: String) -> Never {
     notifyStarter("failed: \(reason)")
@@ -115,12 +105,6 @@ func failStart(_ reason: String) -> Never {
 }
 
 let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-// Installed, but started without its group (under a tracer, or with no_new_privs): the clients beside it could not
-// tell it from a program of the user, and would refuse it. Said once here, instead of by every client.
-if let installed = InstalledDaemon.besideThisProgram, installed.path == executable.path, getegid() != installed.group {
-    failStart("started without keychaind's group (under a tracer, or with no new privileges, as systemd's "
-              + "NoNewPrivileges= gives): clients would not trust it. Start \(installed.path) without either")
-}
 // Sync (docs/SYNC.md): rounds in the background after changes and every KEYCHAIN_SYNC_INTERVAL seconds (60).
 let syncEngine = SyncEngine()
 let server: KeychainDaemonServer
@@ -129,7 +113,6 @@ do {
         locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path),
         syncing: syncEngine)
 } catch .alreadyRunning(let socket) {
-    keepOnlyTheUsersGroup()
     // Started for the Secret Service (D-Bus activation) while a keychaind started for the socket runs: that one
     // takes the name on this bus, so that one process holds the keys. This one ends once the name is served.
     if arguments.contains("--secret-service") {
@@ -159,7 +142,6 @@ do {
 } catch .failed(let reason) {
     failStart(reason)
 }
-keepOnlyTheUsersGroup()
 // The Secret Service, when asked for: on the session bus, beside the socket. A name owned by another program
 // (gnome-keyring-daemon) is an error unless --replace.
 if arguments.contains("--secret-service") {

@@ -28,18 +28,7 @@ int ckeychain_return_free_memory(void);
 /// as never NULL.
 char *const *ckeychain_environment(void);
 
-/// For a program started set-group-ID (an installed keychaind): the files it makes and the /proc entries it reads
-/// are handled with its real group, the user's (setfsgid, this thread and the threads it starts from now on); its
-/// effective group stays the installed one, for the socket it is about to listen on. Returns 0 or -1.
-int ckeychain_files_as_real_group(void);
-
-/// The real group as effective and saved group too (setresgid, every thread): what a program started set-group-ID
-/// does once it no longer needs the group, so that nothing it starts later has it. Returns 0, or -1 with errno set
-/// when the group could not be given up entirely.
-int ckeychain_keep_only_real_group(void);
-
-/// The peer of a connected Unix socket, as the kernel recorded it (SO_PEERCRED: a connecting peer's credentials at
-/// connect time, a listening peer's when it last called listen; struct ucred needs
+/// The peer of a connected Unix socket, as the kernel recorded it at connect time (SO_PEERCRED; struct ucred needs
 /// _GNU_SOURCE, which Swift's Glibc module does not define). Returns 0 and fills pid, uid, gid; -1 with errno set.
 int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 

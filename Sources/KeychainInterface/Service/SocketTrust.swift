@@ -32,10 +32,8 @@ enum SocketTrust {
         return true
     }
 
-    /// Refuses a connection whose peer is not of this user (SO_PEERCRED, recorded by the kernel when the peer
-    /// listened), or, when this program has an installed keychaind beside it, not that keychaind: its effective
-    /// group must be the one the installed file is set-group-ID to (``InstalledDaemon``).
-    static func checkPeer(_ fd: Int32, socket: URL, installed: InstalledDaemon? = .besideThisProgram) throws(KeychainError) {
+    /// Refuses a connection whose peer is not of this user (SO_PEERCRED, recorded by the kernel at connect time).
+    static func checkPeer(_ fd: Int32, socket: URL) throws(KeychainError) {
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
         guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0 else {
             throw KeychainError(.internalComponent, "cannot tell who serves \(socket.path); nothing was sent")
@@ -43,11 +41,6 @@ enum SocketTrust {
         guard uid == geteuid() else {
             throw KeychainError(.internalComponent, "\(socket.path) is served by another user (uid \(uid)), not this "
                                 + "user's keychaind: nothing was sent")
-        }
-        if let installed, gid != installed.group {
-            throw KeychainError(.internalComponent, "\(socket.path) is served by a program that is not the installed "
-                                + "keychaind (\(installed.path)): process \(pid) runs without its group. Nothing was sent; "
-                                + "end that process (kill \(pid)) and try again")
         }
     }
 }
