@@ -6,7 +6,7 @@
 #      `security`; git through the installed helper; docker's helper; every tool's --version; a login over SSH
 #      with the installed PAM module (scripts/ssh-login-test.sh); the installed sync server's unit (enabled by
 #      nothing) and the server itself answering /health from a PostgreSQL cluster;
-#   3. removes the package: no file of it is left, the user's keychain is;
+#   3. purges the package: no file of it is left, nor dpkg's record of it; the user's keychain is;
 #   4. the same files through scripts/install.sh --prefix and scripts/uninstall.sh, which leaves nothing behind.
 #
 #   sudo scripts/package-test.sh [--no-build]
@@ -32,10 +32,22 @@ cleanup() {
     sleep 0.2
     userdel "$user" 2>/dev/null || true
     rm -rf "$home"
-    if dpkg -s swift-keychain >/dev/null 2>&1; then apt-get remove -y -qq swift-keychain >/dev/null 2>&1 || true; fi
+    if [ -n "$(package_state)" ]; then apt-get purge -y -qq swift-keychain >/dev/null 2>&1 || true; fi
     if [ -f "$prefix_test/share/swift-keychain/installed-files" ]; then "$root/scripts/uninstall.sh" --prefix "$prefix_test" || true; fi
 }
-if dpkg -s swift-keychain >/dev/null 2>&1; then echo "package-test.sh: swift-keychain is installed already; not touching it" >&2; exit 1; fi
+package_state() {  # dpkg's state of the package: "" when dpkg knows nothing of it
+    local state; state="$(dpkg-query -W -f='${db:Status-Status}' swift-keychain 2>/dev/null || true)"
+    [ "$state" = not-installed ] && state=""
+    echo "$state"
+}
+case "$(package_state)" in
+    "") ;;
+    # Removed but not purged: only dpkg's record is left (the package has no conffiles). An earlier version's
+    # postrm kept it so; purging it changes no file a user has.
+    config-files) echo "package-test.sh: purging what a removed swift-keychain left in dpkg's database"
+                  DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq swift-keychain >/dev/null ;;
+    *) echo "package-test.sh: swift-keychain is installed already ($(package_state)); not touching it" >&2; exit 1 ;;
+esac
 if id "$user" >/dev/null 2>&1; then echo "package-test.sh: user $user exists already; not touching it" >&2; exit 1; fi
 trap cleanup EXIT
 
@@ -165,10 +177,11 @@ fi
 rm -rf "$cluster"
 pkill -KILL -u "$user" 2>/dev/null || true
 
-# 3. Removal: every file of the package goes; the user's keychain stays.
-DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq swift-keychain >/dev/null
+# 3. Removal: every file of the package goes; the user's keychain stays. Purged, so that dpkg keeps no record of it
+# either (a removed package with maintainer scripts stays "config-files" until purged).
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq swift-keychain >/dev/null
 left="$(while IFS= read -r f; do [ -f "$f" ] && echo "$f"; done <<< "$files" || true)"
-check "apt remove leaves no file of the package" bash -c "[ -z '$left' ] || { echo '  left: $left'; false; }"
+check "apt purge leaves no file of the package" bash -c "[ -z '$left' ] || { echo '  left: $left'; false; }"
 after="$(mktemp)"; find /usr /etc -xdev 2>/dev/null | sort > "$after"
 # Not the package's: the linker cache, and the backups shadow's useradd/userdel (this test's own user) leave beside
 # the files they edit (/etc/subuid- appears the first time a machine's useradd allots subordinate ids).
