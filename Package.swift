@@ -69,6 +69,13 @@ let package = Package(
         ),
         // A tiny C shim for what Swift cannot call: prctl (variadic). Later also SO_PEERCRED for the daemon.
         .target(name: "CKeychainLinux"),
+        // Threads without Foundation's Thread (not in FoundationEssentials): a detached POSIX thread kept parked
+        // between short jobs, and a condition variable on the monotonic clock.
+        .target(
+            name: "KeychainThreads",
+            dependencies: ["CKeychainLinux"],
+            swiftSettings: strictSettings
+        ),
         // The daemon protocol: framing, messages, size limits. Values only; no sockets of its own beyond send/recv.
         .target(
             name: "KeychainWire",
@@ -80,7 +87,7 @@ let package = Package(
         // in a couple of milliseconds.
         .target(
             name: "KeychainInterface",
-            dependencies: ["KeychainCore", "KeychainWire", "CKeychainLinux"],
+            dependencies: ["KeychainCore", "KeychainWire", "KeychainThreads", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // Everything on the client side: KeychainInterface (re-exported), the embedded implementation (the engine in
@@ -101,14 +108,14 @@ let package = Package(
         // memory-safe and fuzzable.
         .target(
             name: "KeychainDBus",
-            dependencies: ["CKeychainLinux"],
+            dependencies: ["KeychainThreads", "CKeychainLinux"],
             swiftSettings: strictSettings
         ),
         // keychaind as a library (testable without a socket): peer identity, caller policy, dispatch, the server.
         .target(
             name: "KeychainDaemon",
             dependencies: ["KeychainClient", "KeychainInterface", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainDBus",
-                           "CKeychainLinux",
+                           "KeychainThreads", "CKeychainLinux",
                            .product(name: "Crypto", package: "swift-crypto"),
                            .product(name: "_CryptoExtras", package: "swift-crypto"),
                            .product(name: "Logging", package: "swift-log"),
@@ -118,7 +125,7 @@ let package = Package(
         .executableTarget(
             name: "keychaind",
             dependencies: ["KeychainDaemon", "KeychainClient", "KeychainDBus", "CKeychainLinux", "KeychainSync",
-                           "KeychainInterface", "KeychainCore", "KeychainStorage",
+                           "KeychainInterface", "KeychainThreads", "KeychainCore", "KeychainStorage",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
@@ -224,7 +231,7 @@ let package = Package(
         .target(
             name: "KeychainSync",
             dependencies: [
-                "KeychainSyncProtocol", "KeychainClient", "KeychainInterface", "KeychainStorage", "KeychainCore",
+                "KeychainSyncProtocol", "KeychainClient", "KeychainInterface", "KeychainThreads", "KeychainStorage", "KeychainCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // A server whose certificate a private CA signed: trusted through that CA alone (--ca-file).
@@ -319,7 +326,8 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainClientTests",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainTestSupport"],
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainThreads",
+                           "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),
     ],

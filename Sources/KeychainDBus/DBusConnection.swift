@@ -1,5 +1,10 @@
 import CKeychainLinux
+import KeychainThreads
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -26,7 +31,7 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     private let fd: Int32
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var nextSerial: UInt32 = 1
     private var replies: [UInt32: DBusMessage] = [:]
     private var waiting: Set<UInt32> = []
@@ -231,7 +236,7 @@ public final class DBusConnection: @unchecked Sendable {
         if threaded {
             let sent = try send(message, awaitingReply: true)
             condition.lock()
-            let deadline = Date(timeIntervalSinceNow: timeout)
+            let deadline = Condition.Deadline.after(seconds: timeout)
             while replies[sent] == nil, !closed {
                 if !condition.wait(until: deadline) { break }
             }
@@ -286,7 +291,7 @@ public final class DBusConnection: @unchecked Sendable {
         queued = []
         condition.unlock()
         let handlers = SerialWorker(name: "dbus-handler")
-        let thread = Thread { [self] in
+        let started = DetachedThread.start(name: "dbus-receive") { [self] in
             for message in backlog { handlers.submit { handler(message) } }
             while true {
                 let message: DBusMessage
@@ -306,8 +311,10 @@ public final class DBusConnection: @unchecked Sendable {
             close()
             handlers.submit { onClose() }
         }
-        thread.name = "dbus-receive"
-        thread.start()
+        if !started {  // no thread for it: the connection cannot serve, so it ends as if the bus had closed it
+            close()
+            handlers.submit { onClose() }
+        }
     }
 
     /// The largest message this connection takes in whole; a larger one has its header read and its body skipped

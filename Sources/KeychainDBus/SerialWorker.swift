@@ -1,4 +1,4 @@
-import Foundation
+import KeychainThreads
 
 /// Work run in the order it was submitted, on a plain thread that exists only while there is work: keychaind's one
 /// model of concurrency (threads, never a shared pool), also for what arrives on a D-Bus connection.
@@ -9,29 +9,25 @@ import Foundation
 /// a file lock, the disk, a question to the user) holds up only the jobs behind it on this worker.
 package final class SerialWorker: @unchecked Sendable {
     // SAFETY: `jobs` and `running` are only read and written under `condition`.
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var jobs: [@Sendable () -> Void] = []
     private var running = false
     private let name: String
-    private let linger: TimeInterval
+    private let linger: Double
     private let startThread: (@escaping @Sendable () -> Void) -> Bool
     /// How long an idle thread waits for more work before it ends, by default.
-    package static let linger: TimeInterval = 0.25
+    package static let linger: Double = 0.25  // seconds
 
-    /// `startThread` runs its closure on a thread of its own (false when it cannot); by default a new Foundation
-    /// thread. A caller that has threads kept ready (keychaind's ``DetachedThread``) passes a `linger` of 0 and its
-    /// own starter: the thread goes back at once instead of waiting here.
-    package init(name: String, linger: TimeInterval = SerialWorker.linger,
+    /// `startThread` runs its closure on a thread of its own (false when it cannot); by default a new detached
+    /// thread with 1 MiB of stack. A caller that has threads kept ready (keychaind's parked ``DetachedThread``s)
+    /// passes a `linger` of 0 and its own starter: the thread goes back at once instead of waiting here.
+    package init(name: String, linger: Double = SerialWorker.linger,
                  startThread: ((@escaping @Sendable () -> Void) -> Bool)? = nil)
     {
         self.name = name
         self.linger = linger
         self.startThread = startThread ?? { body in
-            let thread = Thread(block: body)
-            thread.name = name
-            thread.stackSize = 1 << 20
-            thread.start()
-            return true
+            DetachedThread.start(name: name, stackSize: 1 << 20, body)
         }
     }
 
@@ -59,7 +55,7 @@ package final class SerialWorker: @unchecked Sendable {
         while true {
             if jobs.isEmpty {
                 // Idle: a little while for the next job, then the thread ends.
-                let deadline = Date(timeIntervalSinceNow: linger)
+                let deadline = Condition.Deadline.after(seconds: linger)
                 while jobs.isEmpty && condition.wait(until: deadline) {}
                 if jobs.isEmpty {
                     running = false

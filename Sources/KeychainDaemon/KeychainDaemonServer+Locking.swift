@@ -8,6 +8,7 @@ import KeychainStorage
 import KeychainWire
 import Logging
 import Synchronization
+import KeychainThreads
 
 #if canImport(Glibc)
 import Glibc

@@ -3,6 +3,7 @@ import KeychainInterface
 import Logging
 import ServiceLifecycle
 import Synchronization
+import KeychainThreads
 
 /// keychaind's lifetime under a ServiceGroup: the group starts the server, turns SIGTERM and SIGINT into a graceful
 /// shutdown, and ends the services in the reverse order of their start. The server's work stays on its own threads

@@ -4,6 +4,7 @@ import KeychainInterface
 import KeychainStorage
 import Logging
 import Synchronization
+import KeychainThreads
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 /// How an entry of another store becomes one of Apple's items (docs/MIGRATION.md).
@@ -21,7 +25,7 @@ enum ImportMapping {
 
     /// `https://login.example.com:8443/path` as an internet password's attributes; nil without a host.
     static func internetAttributes(url text: String) -> [String: QueryValue]? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmedOfWhitespace
         guard !trimmed.isEmpty, let url = URL(string: trimmed.contains("://") ? trimmed : "https://" + trimmed),
             let host = url.host, !host.isEmpty
         else { return nil }
@@ -43,5 +47,12 @@ enum ImportMapping {
     static func stringValue(_ value: QueryValue) -> String? {
         if case .string(let s) = value { return s }
         return nil
+    }
+}
+
+extension StringProtocol {
+    /// Without leading and trailing white space (newlines included).
+    var trimmedOfWhitespace: String {
+        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 /// What `keepassxc-cli export` writes, as items: an entry with a URL becomes an internet password (server,

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 /// The XML that KeePassXC's export writes, read into elements: start and end tags with attributes, text, the five

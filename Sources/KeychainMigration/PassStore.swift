@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 import KeychainInterface
 
@@ -18,18 +22,19 @@ public struct PassStore {
 
     /// The entries' paths (`email/alice`), sorted, without `.gpg`; `.git` and other hidden directories skipped.
     public func entries() throws(KeychainError) -> [String] {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory else {
             throw KeychainError(.param, "no password store at \(directory.path)")
         }
-        guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil,
-                                                          options: [.skipsHiddenFiles]) else { return [] }
+        let paths: [String]
+        do { paths = try FileManager.default.subpathsOfDirectory(atPath: directory.path) } catch {
+            throw KeychainError(.param, "cannot read the password store at \(directory.path): \(error)")
+        }
         var found: [String] = []
-        let base = directory.standardizedFileURL.path
-        for case let url as URL in walker where url.pathExtension == "gpg" {
-            let full = url.standardizedFileURL.path
-            guard full.hasPrefix(base + "/") else { continue }
-            found.append(String(full.dropFirst(base.count + 1).dropLast(4)))
+        for path in paths where path.hasSuffix(".gpg") {
+            // Hidden files and whatever is inside a hidden directory (.git) are not entries.
+            guard !path.split(separator: "/").contains(where: { $0.hasPrefix(".") }) else { continue }
+            found.append(String(path.dropLast(4)))
         }
         return found.sorted()
     }

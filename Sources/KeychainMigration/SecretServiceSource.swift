@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 import KeychainDBus
 
@@ -90,7 +94,7 @@ public struct SecretServiceSource {
         guard let pid = owner.body.first?.uint32Value,
             let command = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)
         else { return }
-        if command.trimmingCharacters(in: .whitespacesAndNewlines) == "keychaind" {
+        if command.trimmedOfWhitespace == "keychaind" {
             throw KeychainError(.param, "the running Secret Service is keychaind itself: stop it first, or run "
                 + "the other service (gnome-keyring-daemon --replace) while you import")
         }

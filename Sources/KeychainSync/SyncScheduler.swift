@@ -8,6 +8,7 @@ import Logging
 import KeychainSyncProtocol
 import NIOHTTP1
 import Synchronization
+import KeychainThreads
 
 /// keychaind's background rounds: soon after a change to a keychain that syncs (its own writes go up within a
 /// few tens of milliseconds), at once when the server's push tells of another device's change, and on a timer for

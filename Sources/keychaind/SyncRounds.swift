@@ -2,6 +2,7 @@ import KeychainInterface
 import KeychainStorage
 import KeychainSync
 import ServiceLifecycle
+import KeychainThreads
 
 /// Sync's background rounds (docs/SYNC.md) as one of keychaind's services: after changes, and every `interval` for
 /// what other devices wrote, until keychaind shuts down; then no round begins and the one under way is waited for,

@@ -4,21 +4,27 @@ import KeychainCore
 import KeychainTestSupport
 import Testing
 
-/// The command-line tools link the client interface only (no GRDB, no SQLite, no swift-crypto), so that through
-/// keychaind they start fast; in-process they become `keychain-embedded`, the same programs with the engine.
+/// The command-line tools link the client interface only (no GRDB, no SQLite, no swift-crypto, and of Foundation only
+/// FoundationEssentials: no ICU), so that through keychaind they start fast; in-process they become
+/// `keychain-embedded`, the same programs with the engine.
 @Suite("Thin command-line tools and their engine-linked twin")
 struct ThinToolsTests {
     static let directory = Tool.binary.deletingLastPathComponent()
 
-    @Test("security and the credential helpers carry no engine; keychain-embedded does",
+    @Test("security and the credential helpers carry no engine and not all of Foundation; keychain-embedded does",
           arguments: ["security", "git-credential-keychain", "docker-credential-keychain"])
     func noEngineLinked(_ name: String) throws {
         let thin = try Data(contentsOf: Self.directory.appendingPathComponent(name))
-        for marker in ["sqlite3_prepare_v2", "CCryptoBoringSSL", "4GRDB"] {
+        // "10Foundation" begins every mangled name of the Foundation module itself (FoundationEssentials' begin
+        // "19FoundationEssentials"), statically linked or not; libFoundation.so is its library when linked dynamically.
+        let markers = ["sqlite3_prepare_v2", "CCryptoBoringSSL", "4GRDB", "10Foundation", "libFoundation.so"]
+        for marker in markers {
             #expect(thin.range(of: Data(marker.utf8)) == nil, "\(name) links \(marker)")
         }
+        // The check above can see an engine, and Foundation, where they are.
         let twin = try Data(contentsOf: Self.directory.appendingPathComponent("keychain-embedded"))
-        #expect(twin.range(of: Data("4GRDB".utf8)) != nil)  // the check above can see an engine where there is one
+        #expect(twin.range(of: Data("4GRDB".utf8)) != nil)
+        #expect(twin.range(of: Data("10Foundation".utf8)) != nil)
     }
 
     @Test("every tool says which release and build it is, without reaching a keychain",

@@ -2,6 +2,7 @@ import Foundation
 import KeychainInterface
 import Synchronization
 import Testing
+import KeychainThreads
 
 #if canImport(Glibc)
 import Glibc

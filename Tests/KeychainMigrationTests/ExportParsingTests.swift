@@ -70,4 +70,21 @@ struct ExportParsingTests {
         #expect(secrets[1].attributes["acct"] == .string("PIN"))
         #expect(secrets[1].secret.unprotectedString() == "1234")
     }
+
+    @Test("a pass store's entries: every *.gpg below it, by path without .gpg, sorted; hidden files and directories (.git) skipped; no store, errSecParam")
+    func passStoreEntries() throws {
+        let store = FileManager.default.temporaryDirectory.appendingPathComponent("pass-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: store) }
+        for path in ["web/b.gpg", "a.gpg", "nested/deep/c.gpg", ".git/objects/x.gpg", ".hidden.gpg", "web/.old.gpg",
+                     "notes.txt", ".gpg-id"] {
+            let file = store.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data("x".utf8).write(to: file)
+        }
+        #expect(try PassStore(directory: store).entries() == ["a", "nested/deep/c", "web/b"])
+        let missing = PassStore(directory: store.appendingPathComponent("none"))
+        #expect(throws: KeychainError(.param, "no password store at \(store.appendingPathComponent("none").path)")) {
+            try missing.entries()
+        }
+    }
 }

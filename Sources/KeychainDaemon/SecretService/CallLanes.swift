@@ -2,6 +2,7 @@ import Foundation
 import KeychainDBus
 import KeychainInterface
 import Synchronization
+import KeychainThreads
 
 /// The Secret Service's calls, one lane per client: a client's calls are handled in the order it sent them (a
 /// libsecret client pipelines OpenSession, SearchItems and GetSecrets), and different clients' calls side by side,

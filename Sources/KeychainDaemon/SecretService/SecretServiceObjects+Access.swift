@@ -2,6 +2,7 @@ import Foundation
 import KeychainClient
 import KeychainCore
 import KeychainDBus
+import KeychainThreads
 
 /// Who reads what through the Secret Service, in the API's own terms: an item is *unlocked* for a caller when its
 /// keychain is unlocked and the caller's program may read it (it is on the item's trusted-application list, or the

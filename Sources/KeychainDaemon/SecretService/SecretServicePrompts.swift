@@ -3,6 +3,7 @@ import KeychainCore
 import KeychainDBus
 import KeychainInterface
 import Synchronization
+import KeychainThreads
 
 /// Prompt objects (org.freedesktop.Secret.Prompt): what needs the user (a keychain password, a yes for another
 /// program's item) is handed back to the client as a prompt; its `Prompt` call asks, on a thread of its own, so the

@@ -4,6 +4,7 @@ import KeychainCore
 import KeychainDBus
 import KeychainInterface
 import Synchronization
+import KeychainThreads
 
 #if canImport(Glibc)
 import Glibc

@@ -4,6 +4,7 @@ import Foundation
 import KeychainInterface
 import KeychainCore
 import Synchronization
+import KeychainThreads
 import _CryptoExtras
 
 /// The Secret Service's `dh-ietf1024-sha256-aes128-cbc-pkcs7` session (the specification's "Transfer of Secrets"):

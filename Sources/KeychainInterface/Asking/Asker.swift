@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeychainCore
 
 /// The keychain's side of a password the ``Asker`` obtains: unlocking, or the owner's proof of presence.

@@ -6,6 +6,7 @@ import Foundation
 import KeychainCore
 import KeychainWire
 import Synchronization
+import KeychainThreads
 
 #if canImport(Glibc)
 import Glibc

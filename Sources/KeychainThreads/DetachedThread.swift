@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// A detached POSIX thread running a closure to its end. (Foundation's `Thread` is not in FoundationEssentials, which
-/// is all the client interface links, so that the tools start fast.)
+/// is all the tools link, so that they start fast.)
 ///
 /// A thread whose work is done waits a little while (``parkTime``) for the next work of the same stack size before it
 /// ends: making a thread and ending it (its stack mapped and unmapped, the allocator's per-thread cache built and
@@ -26,58 +26,40 @@ package enum DetachedThread {
         }
     }
 
-    /// A parked thread's mailbox: the next work, handed over under its own mutex.
+    /// A parked thread's mailbox: the next work, handed over under its own lock.
     private final class Slot: @unchecked Sendable {
-        // SAFETY: `work` is only read and written with `mutex` held.
+        // SAFETY: `work` is only read and written with `condition` locked.
         let stackSize: Int?
-        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        private let condition = Condition()
         private var work: Work?
 
-        init(stackSize: Int?) {
-            self.stackSize = stackSize
-            pthread_mutex_init(mutex, nil)
-            var attributes = pthread_condattr_t()
-            pthread_condattr_init(&attributes)
-            pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-            pthread_cond_init(condition, &attributes)
-            pthread_condattr_destroy(&attributes)
-        }
-
-        deinit {
-            pthread_cond_destroy(condition)
-            pthread_mutex_destroy(mutex)
-            condition.deallocate()
-            mutex.deallocate()
-        }
+        init(stackSize: Int?) { self.stackSize = stackSize }
 
         func hand(_ next: Work) {
-            pthread_mutex_lock(mutex)
+            condition.lock()
             work = next
-            pthread_cond_signal(condition)
-            pthread_mutex_unlock(mutex)
+            condition.signal()
+            condition.unlock()
         }
 
         /// The next work; nil when none came within `parkTime` and `retire` took this slot out of the park. When
         /// `retire` finds it already taken, work is on its way and is waited for.
         func next(retire: () -> Bool) -> Work? {
-            var deadline = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &deadline)
-            deadline.tv_sec += DetachedThread.parkTime
+            let deadline = Condition.Deadline.after(seconds: Double(DetachedThread.parkTime))
             var timed = true
-            pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
+            condition.lock()
+            defer { condition.unlock() }
             while work == nil {
                 if timed {
-                    if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT && work == nil {
-                        pthread_mutex_unlock(mutex)
+                    if !condition.wait(until: deadline) && work == nil {
+                        condition.unlock()
                         let retired = retire()
-                        pthread_mutex_lock(mutex)
+                        condition.lock()
                         if retired { return nil }
                         timed = false
                     }
                 } else {
-                    pthread_cond_wait(condition, mutex)
+                    condition.wait()
                 }
             }
             defer { work = nil }
