@@ -600,6 +600,11 @@ struct DaemonTests {
                       answer=$(head -n 1 '\(answers.path)'); sed -i 1d '\(answers.path)'
                       echo "GETPIN" >> '\(log.path)'
                       case "$answer" in
+                        hold:*)  # the question stays up until that file exists (30 s at most), then the next answer
+                          n=0; while [ ! -e "${answer#hold:}" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+                          answer=$(head -n 1 '\(answers.path)'); sed -i 1d '\(answers.path)' ;;
+                      esac
+                      case "$answer" in
                         pin:*) echo "D ${answer#pin:}"; echo "OK" ;;
                         *) echo "ERR 83886179 Operation cancelled" ;;
                       esac ;;

@@ -2,6 +2,7 @@ import Foundation
 import KeychainDBus
 import KeychainInterface
 import KeychainTestSupport
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -18,10 +19,11 @@ private enum PortalStandIn {
             && (try? ChildProcess.run(python, arguments: ["-c", "import jeepney"]))?.termination == .exited(0)
     }
 
-    /// The script: `xdg-desktop-portal SCRIPT ADDRESS APP_ID [--no-name]` prints `{"response": N, "secret": HEX}` or
-    /// `{"error": NAME}`.
+    /// The script: `xdg-desktop-portal SCRIPT ADDRESS APP_ID [--no-name] [--close DIR]` prints
+    /// `{"response": N, "secret": HEX}` or `{"error": NAME}`. With `--close`, the portal closes its request once
+    /// DIR/close-now appears (with "closeError": the error's name, or null), then makes DIR/go and waits for the answer.
     static let script = #"""
-    import json, os, sys
+    import json, os, sys, time
     from jeepney import DBusAddress, MessageType, new_method_call
     from jeepney.bus_messages import message_bus
     from jeepney.io.blocking import open_dbus_connection
@@ -35,7 +37,30 @@ private enum PortalStandIn {
                          interface="org.freedesktop.impl.portal.Secret")
     call = new_method_call(portal, "RetrieveSecret", "osha{sv}",
                            ("/org/freedesktop/portal/desktop/request/1_2/t", app_id, write_end, {}))
-    reply = connection.send_and_get_reply(call, timeout=30)
+    close_error = None
+    if "--close" in sys.argv:
+        directory = sys.argv[sys.argv.index("--close") + 1]
+        connection.send(call, serial=1000)
+        for _ in range(300):
+            if os.path.exists(os.path.join(directory, "close-now")):
+                break
+            time.sleep(0.1)
+        request = DBusAddress("/org/freedesktop/portal/desktop/request/1_2/t", bus_name="org.freedesktop.secrets",
+                              interface="org.freedesktop.impl.portal.Request")
+        connection.send(new_method_call(request, "Close"), serial=1001)
+        replies = {}
+        while 1000 not in replies:
+            message = connection.receive(timeout=30)
+            serial = message.header.fields.get(HeaderFields.reply_serial)
+            if serial is not None:
+                replies[serial] = message
+            if serial == 1001:
+                if message.header.message_type == MessageType.error:
+                    close_error = message.header.fields[HeaderFields.error_name]
+                open(os.path.join(directory, "go"), "w").close()
+        reply = replies[1000]
+    else:
+        reply = connection.send_and_get_reply(call, timeout=30)
     os.close(write_end)
     secret = b""
     while True:
@@ -46,11 +71,11 @@ private enum PortalStandIn {
     if reply.header.message_type == MessageType.error:
         print(json.dumps({"error": reply.header.fields[HeaderFields.error_name]}))
     else:
-        print(json.dumps({"response": reply.body[0], "secret": secret.hex()}))
+        print(json.dumps({"response": reply.body[0], "secret": secret.hex(), "closeError": close_error}))
     """#
 
     /// The directory of root's with the program and the script; removed by `cleanUp`.
-    final class Installed {
+    final class Installed: Sendable {
         let directory = URL(fileURLWithPath: "/tmp/kc-portal-\(UUID().uuidString)")
         var program: String { directory.appendingPathComponent("xdg-desktop-portal").path }
         var scriptPath: String { directory.appendingPathComponent("retrieve.py").path }
@@ -66,14 +91,16 @@ private enum PortalStandIn {
 
         deinit { try? FileManager.default.removeItem(at: directory) }
 
-        struct Answer: Decodable {
+        struct Answer: Decodable, Sendable {
             var response: UInt32?
             var secret: String?
             var error: String?
+            var closeError: String?
         }
 
-        func retrieve(address: String, appID: String, takingName: Bool = true) throws -> Answer {
-            let output = try ChildProcess.run(program, arguments: [scriptPath, address, appID] + (takingName ? [] : ["--no-name"]),
+        func retrieve(address: String, appID: String, takingName: Bool = true, closingWith control: URL? = nil) throws -> Answer {
+            let options = (takingName ? [] : ["--no-name"]) + (control.map { ["--close", $0.path] } ?? [])
+            let output = try ChildProcess.run(program, arguments: [scriptPath, address, appID] + options,
                                               environment: ["PATH": "/usr/bin:/bin"])
             guard output.termination == .exited(0) else {
                 throw StandInFailed(description: String(decoding: output.stderr, as: UTF8.self))
@@ -212,5 +239,60 @@ struct SecretPortalTests {
         #expect(try portal.retrieve(address: desktop.address, appID: "org.example.Mail").response == 0)
         #expect(try desktop.run("security", "dump-keychain", "other").stdout.contains("Secret portal") == false)
         #expect(try desktop.run("security", "dump-keychain", "login").stdout.contains("org.example.Mail (Secret portal)"))
+    }
+
+    @Test("the portal closes a request while the login keychain's password is asked for: response 1 and no byte, the late answer unlocks nothing; no other connection can close it")
+    func closedWhileAsking() throws {
+        let desktop = try Desktop()
+        let portal = try PortalStandIn.Installed()
+        let pinentry = try DaemonTests.ScriptedPinentry(in: desktop.home.tool.home)
+        let asking = ["PINENTRY_PROGRAM": pinentry.program.path, "DISPLAY": ":kc-test"]
+        #expect(try desktop.startDaemon(settings: asking) == "ready")
+        #expect(try desktop.run("security", "create-keychain", "-p", "pw", "login").status == 0)
+        desktop.stopDaemon()  // the next keychaind has never had the login keychain unlocked
+        #expect(try desktop.startDaemon(settings: asking) == "ready")
+
+        // The question stays up until the portal has closed its request; then the right password comes.
+        let control = desktop.home.tool.home.appendingPathComponent("portal-control")
+        try FileManager.default.createDirectory(at: control, withIntermediateDirectories: true)
+        try pinentry.answer("hold:\(control.appendingPathComponent("go").path)", "pin:pw")
+        let answer = Mutex<Result<PortalStandIn.Installed.Answer, any Error>?>(nil)
+        let address = desktop.address
+        let caller = Thread {
+            let result = Result { try portal.retrieve(address: address, appID: "org.example.Mail", closingWith: control) }
+            answer.withLock { $0 = result }
+        }
+        caller.start()
+        let deadline = Date().addingTimeInterval(15)
+        while pinentry.passwordRequests == 0 && Date() < deadline { usleep(50_000) }
+        #expect(pinentry.passwordRequests == 1)
+
+        // Another connection finds no request at the portal's handle.
+        let bus = try DBusConnection(address: desktop.address)
+        defer { bus.close() }
+        var close = DBusMessage.methodCall(destination: "org.freedesktop.secrets", path: "/org/freedesktop/portal/desktop/request/1_2/t",
+                                           interface: "org.freedesktop.impl.portal.Request", member: "Close", body: [])
+        close.flags.remove(.noReplyExpected)
+        #expect {
+            _ = try bus.call(close)
+        } throws: { error in
+            (error as? DBusConnection.ErrorReply)?.name == "org.freedesktop.DBus.Error.UnknownObject"
+        }
+
+        #expect(FileManager.default.createFile(atPath: control.appendingPathComponent("close-now").path, contents: Data()))
+        while answer.withLock({ $0 == nil }) && Date() < deadline.addingTimeInterval(30) { usleep(50_000) }
+        let closed = try #require(try answer.withLock { $0 }?.get())
+        #expect(closed.closeError == nil)
+        #expect(closed.response == 1 && closed.secret == "")
+
+        // The password typed after the close unlocked nothing: the next call asks again.
+        try pinentry.answer("cancel")
+        let cancelled = try portal.retrieve(address: desktop.address, appID: "org.example.Mail")
+        #expect(cancelled.response == 2 && cancelled.secret == "")
+        #expect(pinentry.passwordRequests == 2)
+        try pinentry.answer("pin:pw")
+        let delivered = try portal.retrieve(address: desktop.address, appID: "org.example.Mail")
+        #expect(delivered.response == 0 && delivered.secret?.count == 128)
+        #expect(pinentry.passwordRequests == 3)
     }
 }

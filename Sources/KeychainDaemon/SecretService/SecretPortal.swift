@@ -30,6 +30,22 @@ enum SecretPortal {
     static let portalBusName = "org.freedesktop.portal.Desktop"
     /// How long keychaind waits for the descriptor to take the secret (a pipe nobody reads, a full socket).
     static let writePatience: Int32 = 5_000
+    /// Where the portal's request handles live; the one a call names is where the portal may `Close` it.
+    static let requestPrefix = "/org/freedesktop/portal/desktop/request/"
+    static let requestInterface = "org.freedesktop.impl.portal.Request"
+    /// At most this many requests wait for the user at once (each holds a descriptor until it is answered).
+    static let maximumPendingRequests = 64
+
+    /// A RetrieveSecret that waits for the user (the login keychain's password), exported at its handle so that
+    /// the portal can close it when the application gives up: an answer that comes after that unlocks nothing,
+    /// and the application gets response 1 (cancelled) and no byte.
+    final class Request: Sendable {
+        let owner: String
+        private let closed = Atomic(false)
+        init(owner: String) { self.owner = owner }
+        var isClosed: Bool { closed.load(ordering: .acquiring) }
+        func close() { closed.store(true, ordering: .releasing) }
+    }
 
     /// Whether `peer` runs xdg-desktop-portal: an executable of that name that only root can change, with no code
     /// of anyone else loaded.
@@ -113,7 +129,7 @@ extension SecretServiceServer {
         guard message.interface == nil || message.interface == SecretPortal.interface, member == "RetrieveSecret" else {
             throw unknownMethod(member)
         }
-        guard message.bodySignature == "osha{sv}", case .objectPath = message.body[0],
+        guard message.bodySignature == "osha{sv}", case .objectPath(let handle) = message.body[0],
               let appID = message.body[1].stringValue
         else { throw Failure.invalidArgs("RetrieveSecret takes (o handle, s app_id, h fd, a{sv} options)") }
         guard let descriptor = message.fileDescriptor(message.body[2]), descriptor.fd >= 0 else {
@@ -159,11 +175,55 @@ extension SecretServiceServer {
             return failed
         }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
-        throw ReplyLater {
-            _ = objects.askToUnlock(login, prompter: prompter, isDismissed: { false })
+        let request = SecretPortal.Request(owner: sender)
+        let exported = handle.hasPrefix(SecretPortal.requestPrefix) && state.withLock { state in
+            guard state.portalRequests[handle] == nil,
+                  state.portalRequests.count < SecretPortal.maximumPendingRequests else { return false }
+            state.portalRequests[handle] = request
+            return true
+        }
+        throw ReplyLater { [self] in
+            defer {
+                if exported {
+                    state.withLock { state in
+                        if state.portalRequests[handle] === request { state.portalRequests.removeValue(forKey: handle) }
+                    }
+                }
+            }
+            _ = objects.askToUnlock(login, prompter: prompter, isDismissed: { request.isClosed })
+            if request.isClosed {
+                descriptor.close()
+                return [.uint32(1), .dictionary(keySignature: "s", valueSignature: "v", [])]
+            }
             if let delivered = try deliver() { return delivered }
             descriptor.close()
             return failed
         }
+    }
+
+    /// `Close` on a request of the portal's that waits for the user; any other caller, or a request that is not
+    /// waiting (answered, or never exported), finds no object there.
+    func portalRequestCall(_ member: String, interface: String?, path: String, sender: String) throws -> [DBusValue] {
+        guard let request = state.withLock({ $0.portalRequests[path] }), request.owner == sender else {
+            throw Failure.unknownObject(path)
+        }
+        guard member == "Close", interface == nil || interface == SecretPortal.requestInterface else {
+            throw unknownMethod(member)
+        }
+        request.close()
+        state.withLock { state in
+            if state.portalRequests[path] === request { state.portalRequests.removeValue(forKey: path) }
+        }
+        return []
+    }
+
+    /// The portal left the bus: what it was waiting for is closed (the user's late answer unlocks nothing).
+    func closePortalRequests(of owner: String) {
+        let gone = state.withLock { state in
+            let gone = state.portalRequests.filter { $0.value.owner == owner }
+            for path in gone.keys { state.portalRequests.removeValue(forKey: path) }
+            return gone.values
+        }
+        for request in gone { request.close() }
     }
 }

@@ -57,6 +57,8 @@ public final class SecretServiceServer: Sendable {
         var programs: [PeerIdentity.Program: EmbeddedKeychainService] = [:]
         var prompts: [String: PendingPrompt] = [:]
         var nextPrompt = 1
+        /// The Secret portal's requests that wait for the user (its handle → the request), which the portal may close.
+        var portalRequests: [String: SecretPortal.Request] = [:]
         /// Items another program's connection may read because the user chose Allow (this connection only).
         var allowed: [String: Set<UUID>] = [:]
         /// Keychains whose password is being asked for now: one question per keychain, whoever else needs it.
@@ -162,6 +164,7 @@ public final class SecretServiceServer: Sendable {
             state.peers.removeValue(forKey: name)
         }
         forgetPrompts(of: name)
+        closePortalRequests(of: name)
     }
 
     /// True when nobody is asking for this keychain's password now (the caller asks, and releases it after).
@@ -285,6 +288,9 @@ public final class SecretServiceServer: Sendable {
                           sender: String, service: EmbeddedKeychainService) throws -> [DBusValue] {
         if requestedPath == SecretPortal.path {
             return try portalCall(message, member: member, sender: sender, service: service)
+        }
+        if requestedPath.hasPrefix(SecretPortal.requestPrefix) {
+            return try portalRequestCall(member, interface: interface, path: requestedPath, sender: sender)
         }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
         let path = objects.canonicalPath(requestedPath)  // an alias is the collection it names
