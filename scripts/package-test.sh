@@ -32,7 +32,7 @@ cleanup() {
     sleep 0.2
     userdel "$user" 2>/dev/null || true
     rm -rf "$home"
-    if [ -n "$(package_state)" ]; then apt-get purge -y -qq swift-keychain >/dev/null 2>&1 || true; fi
+    if [ -n "$(package_state)" ]; then DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq swift-keychain >/dev/null 2>&1 || true; fi
     if [ -f "$prefix_test/share/swift-keychain/installed-files" ]; then "$root/scripts/uninstall.sh" --prefix "$prefix_test" || true; fi
 }
 package_state() {  # dpkg's state of the package: "" when dpkg knows nothing of it
@@ -40,6 +40,7 @@ package_state() {  # dpkg's state of the package: "" when dpkg knows nothing of 
     [ "$state" = not-installed ] && state=""
     echo "$state"
 }
+if id "$user" >/dev/null 2>&1; then echo "package-test.sh: user $user exists already; not touching it" >&2; exit 1; fi
 case "$(package_state)" in
     "") ;;
     # Removed but not purged: only dpkg's record is left (the package has no conffiles). An earlier version's
@@ -48,7 +49,6 @@ case "$(package_state)" in
                   DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq swift-keychain >/dev/null ;;
     *) echo "package-test.sh: swift-keychain is installed already ($(package_state)); not touching it" >&2; exit 1 ;;
 esac
-if id "$user" >/dev/null 2>&1; then echo "package-test.sh: user $user exists already; not touching it" >&2; exit 1; fi
 trap cleanup EXIT
 
 # 1. The package.

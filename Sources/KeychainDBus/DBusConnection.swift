@@ -291,7 +291,7 @@ public final class DBusConnection: @unchecked Sendable {
         queued = []
         condition.unlock()
         let handlers = SerialWorker(name: "dbus-handler")
-        let started = DetachedThread.start(name: "dbus-receive") { [self] in
+        let started = DetachedThread.start(name: "dbus-receive", parks: false) { [self] in
             for message in backlog { handlers.submit { handler(message) } }
             while true {
                 let message: DBusMessage

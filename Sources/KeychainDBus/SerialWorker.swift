@@ -19,15 +19,16 @@ package final class SerialWorker: @unchecked Sendable {
     package static let linger: Double = 0.25  // seconds
 
     /// `startThread` runs its closure on a thread of its own (false when it cannot); by default a new detached
-    /// thread with 1 MiB of stack. A caller that has threads kept ready (keychaind's parked ``DetachedThread``s)
-    /// passes a `linger` of 0 and its own starter: the thread goes back at once instead of waiting here.
+    /// thread with 1 MiB of stack that ends with the work (it lingers here instead). A caller that has threads kept
+    /// ready (keychaind's parked ``DetachedThread``s) passes a `linger` of 0 and its own starter: the thread goes back
+    /// at once instead of waiting here.
     package init(name: String, linger: Double = SerialWorker.linger,
                  startThread: ((@escaping @Sendable () -> Void) -> Bool)? = nil)
     {
         self.name = name
         self.linger = linger
         self.startThread = startThread ?? { body in
-            DetachedThread.start(name: name, stackSize: 1 << 20, body)
+            DetachedThread.start(name: name, stackSize: 1 << 20, parks: false, body)
         }
     }
 

@@ -20,22 +20,33 @@ public struct PassStore {
         return URL(fileURLWithPath: environment["HOME"] ?? "/").appendingPathComponent(".password-store")
     }
 
-    /// The entries' paths (`email/alice`), sorted, without `.gpg`; `.git` and other hidden directories skipped.
+    /// The entries' paths (`email/alice`), sorted, without `.gpg`: the files (or links to files) named `*.gpg` below
+    /// the store, which may itself be a link. Hidden files and directories (`.git`) are skipped, and so is a
+    /// directory that cannot be read; a link to a directory is not followed (no loops).
     public func entries() throws(KeychainError) -> [String] {
+        let root = directory.resolvingSymlinksInPath().path
         var isDirectory = false
-        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory else {
+        guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory else {
             throw KeychainError(.param, "no password store at \(directory.path)")
         }
-        let paths: [String]
-        do { paths = try FileManager.default.subpathsOfDirectory(atPath: directory.path) } catch {
-            throw KeychainError(.param, "cannot read the password store at \(directory.path): \(error)")
-        }
         var found: [String] = []
-        for path in paths where path.hasSuffix(".gpg") {
-            // Hidden files and whatever is inside a hidden directory (.git) are not entries.
-            guard !path.split(separator: "/").contains(where: { $0.hasPrefix(".") }) else { continue }
-            found.append(String(path.dropLast(4)))
+        func walk(_ relative: String) {
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: relative.isEmpty ? root : root + "/" + relative)
+            else { return }
+            for name in names where !name.hasPrefix(".") {
+                let path = relative.isEmpty ? name : relative + "/" + name
+                let full = root + "/" + path
+                let type = (try? FileManager.default.attributesOfItem(atPath: full))?[.type] as? FileAttributeType
+                if type == .typeDirectory {
+                    walk(path)
+                } else if name.hasSuffix(".gpg"), type == .typeRegular
+                    || (type == .typeSymbolicLink && FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) && !isDirectory)
+                {
+                    found.append(String(path.dropLast(4)))
+                }
+            }
         }
+        walk("")
         return found.sorted()
     }
 

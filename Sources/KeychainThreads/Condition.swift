@@ -16,11 +16,11 @@ package final class Condition: @unchecked Sendable {
     package struct Deadline: Sendable {
         fileprivate var time: timespec
 
-        /// `seconds` from now (at most a day further: a longer wait is a bug, not a deadline).
+        /// `seconds` from now: 0 for a negative or NaN count, at most a day (no wait here is meant to be longer).
         package static func after(seconds: Double) -> Deadline {
             var now = timespec()
             clock_gettime(CLOCK_MONOTONIC, &now)
-            let bounded = min(max(seconds, 0), 86_400)
+            let bounded = seconds.isNaN ? 0 : min(max(seconds, 0), 86_400)
             let whole = Int(bounded)
             var nanoseconds = now.tv_nsec + Int((bounded - Double(whole)) * 1e9)
             var secondsPart = now.tv_sec + whole

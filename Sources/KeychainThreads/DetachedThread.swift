@@ -19,9 +19,11 @@ package enum DetachedThread {
 
     private final class Work {
         let name: String
+        let parks: Bool
         let body: @Sendable () -> Void
-        init(name: String, body: @escaping @Sendable () -> Void) {
+        init(name: String, parks: Bool, body: @escaping @Sendable () -> Void) {
             self.name = name
+            self.parks = parks
             self.body = body
         }
     }
@@ -73,10 +75,12 @@ package enum DetachedThread {
     package static var parkedCount: Int { parked.withLock { $0.count } }
 
     /// Runs `body` on a parked thread of the same stack size, else on a new detached thread, named `name` (15 bytes
-    /// are kept) with `stackSize` bytes of stack when given; false when no thread could be made.
-    package static func start(name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) -> Bool {
-        let work = Work(name: name, body: body)
-        let waiting = parked.withLock { slots -> Slot? in
+    /// are kept) with `stackSize` bytes of stack when given; false when no thread could be made. With `parks` false
+    /// the work gets a new thread that ends with it (for work that has its own idle wait, or lasts a connection's life).
+    package static func start(name: String, stackSize: Int? = nil, parks: Bool = true,
+                              _ body: @escaping @Sendable () -> Void) -> Bool {
+        let work = Work(name: name, parks: parks, body: body)
+        let waiting = !parks ? nil : parked.withLock { slots -> Slot? in
             guard let index = slots.lastIndex(where: { $0.stackSize == stackSize }) else { return nil }
             return slots.remove(at: index)
         }
@@ -115,6 +119,7 @@ package enum DetachedThread {
                 _ = ckeychain_set_process_name(current.name)  // PR_SET_NAME names the calling thread
                 current.body()
                 work = nil
+                guard current.parks else { return }
                 let parkedNow = DetachedThread.parked.withLock { slots -> Bool in
                     guard slots.count < DetachedThread.maxParked else { return false }
                     slots.append(slot)

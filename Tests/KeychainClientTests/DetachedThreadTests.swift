@@ -25,10 +25,10 @@ struct DetachedThreadTests {
     }
 
     /// The kernel's id of the thread that ran the work, once it has run.
-    static func threadID(stackSize: Int) throws -> pid_t {
+    static func threadID(stackSize: Int, parks: Bool = true) throws -> pid_t {
         let ran = DispatchSemaphore(value: 0)
         let id = Mutex<pid_t>(0)
-        try #require(DetachedThread.start(name: "kc-test", stackSize: stackSize) {
+        try #require(DetachedThread.start(name: "kc-test", stackSize: stackSize, parks: parks) {
             id.withLock { $0 = Self.currentThreadID() }
             ran.signal()
         })
@@ -70,6 +70,19 @@ struct DetachedThreadTests {
             gone = !FileManager.default.fileExists(atPath: "/proc/self/task/\(id)")
         }
         #expect(gone, "thread \(id) still there \(DetachedThread.parkTime + 10) s after its work")
+    }
+
+    @Test("a thread started with parks: false ends with its work (as Foundation's Thread did for the D-Bus workers)")
+    func unparkedThreadEnds() throws {
+        Self.noneParked()
+        let id = try Self.threadID(stackSize: (1 << 20) + 9 * 65_536, parks: false)
+        var gone = false
+        // Well within parkTime (1 s): a parked thread would still be there.
+        for _ in 0..<50 where !gone {
+            usleep(10_000)
+            gone = !FileManager.default.fileExists(atPath: "/proc/self/task/\(id)")
+        }
+        #expect(gone, "thread \(id) still there 0.5 s after its work")
     }
 
     @Test("many works at once, each waiting for all the others: every one gets a thread")

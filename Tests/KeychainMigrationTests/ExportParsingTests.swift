@@ -71,19 +71,27 @@ struct ExportParsingTests {
         #expect(secrets[1].secret.unprotectedString() == "1234")
     }
 
-    @Test("a pass store's entries: every *.gpg below it, by path without .gpg, sorted; hidden files and directories (.git) skipped; no store, errSecParam")
+    @Test("a pass store's entries: every *.gpg file below it, by path without .gpg, sorted; hidden files and directories (.git), directories named *.gpg and links to directories skipped; the store may be a link; no store, errSecParam")
     func passStoreEntries() throws {
-        let store = FileManager.default.temporaryDirectory.appendingPathComponent("pass-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: store) }
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("pass-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let store = base.appendingPathComponent("store")
         for path in ["web/b.gpg", "a.gpg", "nested/deep/c.gpg", ".git/objects/x.gpg", ".hidden.gpg", "web/.old.gpg",
-                     "notes.txt", ".gpg-id"] {
+                     "notes.txt", ".gpg-id", "odd.gpg/inner.gpg"] {
             let file = store.appendingPathComponent(path)
             try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
             try Data("x".utf8).write(to: file)
         }
-        #expect(try PassStore(directory: store).entries() == ["a", "nested/deep/c", "web/b"])
-        let missing = PassStore(directory: store.appendingPathComponent("none"))
-        #expect(throws: KeychainError(.param, "no password store at \(store.appendingPathComponent("none").path)")) {
+        try FileManager.default.createSymbolicLink(atPath: store.appendingPathComponent("loop").path, withDestinationPath: store.path)
+        try FileManager.default.createSymbolicLink(atPath: store.appendingPathComponent("linked.gpg").path,
+                                                   withDestinationPath: store.appendingPathComponent("a.gpg").path)
+        let expected = ["a", "linked", "nested/deep/c", "odd.gpg/inner", "web/b"]
+        #expect(try PassStore(directory: store).entries() == expected)
+        let link = base.appendingPathComponent("link-to-store")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: store.path)
+        #expect(try PassStore(directory: link).entries() == expected)
+        let missing = PassStore(directory: base.appendingPathComponent("none"))
+        #expect(throws: KeychainError(.param, "no password store at \(base.appendingPathComponent("none").path)")) {
             try missing.entries()
         }
     }

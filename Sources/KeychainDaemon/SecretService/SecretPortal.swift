@@ -37,8 +37,8 @@ enum SecretPortal {
     static let maximumPendingRequests = 64
 
     /// A RetrieveSecret that waits for the user (the login keychain's password), exported at its handle so that
-    /// the portal can close it when the application gives up: an answer that comes after that unlocks nothing,
-    /// and the application gets response 1 (cancelled) and no byte.
+    /// the portal can close it when the application gives up: the application then gets response 1 (cancelled) and
+    /// no byte. (The question stays up: what the user types into it still unlocks the keychain.)
     final class Request: Sendable {
         let owner: String
         private let closed = Atomic(false)
@@ -175,6 +175,8 @@ extension SecretServiceServer {
             return failed
         }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
+        // The request is exported at its handle while it waits, so that the portal can close it; one that cannot
+        // be (a handle in use, too many waiting already) fails at once rather than wait beyond the portal's reach.
         let request = SecretPortal.Request(owner: sender)
         let exported = handle.hasPrefix(SecretPortal.requestPrefix) && state.withLock { state in
             guard state.portalRequests[handle] == nil,
@@ -182,15 +184,20 @@ extension SecretServiceServer {
             state.portalRequests[handle] = request
             return true
         }
+        guard exported else {
+            descriptor.close()
+            return failed
+        }
         throw ReplyLater { [self] in
             defer {
-                if exported {
-                    state.withLock { state in
-                        if state.portalRequests[handle] === request { state.portalRequests.removeValue(forKey: handle) }
-                    }
+                state.withLock { state in
+                    if state.portalRequests[handle] === request { state.portalRequests.removeValue(forKey: handle) }
                 }
             }
-            _ = objects.askToUnlock(login, prompter: prompter, isDismissed: { request.isClosed })
+            // The question is the user's, whoever else waits for it: a password typed after the portal closed the
+            // request still unlocks the keychain (a retrying application gets its secret without a second question);
+            // the closed request gets no byte.
+            _ = objects.askToUnlock(login, prompter: prompter, isDismissed: { false })
             if request.isClosed {
                 descriptor.close()
                 return [.uint32(1), .dictionary(keySignature: "s", valueSignature: "v", [])]
@@ -203,13 +210,16 @@ extension SecretServiceServer {
 
     /// `Close` on a request of the portal's that waits for the user; any other caller, or a request that is not
     /// waiting (answered, or never exported), finds no object there.
-    func portalRequestCall(_ member: String, interface: String?, path: String, sender: String) throws -> [DBusValue] {
+    func portalRequestCall(_ message: DBusMessage, member: String, interface: String?, path: String, sender: String)
+        throws -> [DBusValue]
+    {
         guard let request = state.withLock({ $0.portalRequests[path] }), request.owner == sender else {
             throw Failure.unknownObject(path)
         }
         guard member == "Close", interface == nil || interface == SecretPortal.requestInterface else {
             throw unknownMethod(member)
         }
+        guard message.bodySignature.isEmpty else { throw Failure.invalidArgs("Close takes no arguments") }
         request.close()
         state.withLock { state in
             if state.portalRequests[path] === request { state.portalRequests.removeValue(forKey: path) }
@@ -217,7 +227,7 @@ extension SecretServiceServer {
         return []
     }
 
-    /// The portal left the bus: what it was waiting for is closed (the user's late answer unlocks nothing).
+    /// The portal left the bus: what it was waiting for is closed (nothing is written to its descriptors).
     func closePortalRequests(of owner: String) {
         let gone = state.withLock { state in
             let gone = state.portalRequests.filter { $0.value.owner == owner }

@@ -290,7 +290,7 @@ public final class SecretServiceServer: Sendable {
             return try portalCall(message, member: member, sender: sender, service: service)
         }
         if requestedPath.hasPrefix(SecretPortal.requestPrefix) {
-            return try portalRequestCall(member, interface: interface, path: requestedPath, sender: sender)
+            return try portalRequestCall(message, member: member, interface: interface, path: requestedPath, sender: sender)
         }
         let objects = SecretServiceObjects(service: service, server: self, caller: sender)
         let path = objects.canonicalPath(requestedPath)  // an alias is the collection it names
