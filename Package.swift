@@ -326,7 +326,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeychainClientTests",
-            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainThreads",
+            dependencies: ["KeychainClient", "KeychainCore", "KeychainStorage", "KeychainWire", "KeychainThreads", "CKeychainLinux",
                            "KeychainTestSupport"],
             swiftSettings: strictSettings
         ),

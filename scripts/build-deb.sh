@@ -83,7 +83,7 @@ Version: $version
 Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_size
-Depends: $depends
+Depends: $depends, adduser
 Recommends: pinentry-curses | pinentry, libnss-systemd
 Suggests: libsecret-tools, git
 Section: utils
@@ -99,11 +99,30 @@ Description: Apple's Keychain Services for Linux: security, keychaind, credentia
  PostgreSQL (a system unit that nothing enables).
 EOF
 # pam-auth-update learns of the profile (Default: no, so nothing is turned on) and forgets it on removal.
+# keychaind runs set-group-ID to a system group of its own, which clients check in its greeting (docs/SECURITY.md,
+# "Which keychaind a client talks to"): the group is made here, and the mode is dpkg's statoverride, since a
+# package's files cannot name a group that each machine numbers itself (as Debian's ssh-agent once was).
 cat > "$stage/root/DEBIAN/postinst" <<'EOF'
 #!/bin/sh
 set -e
+if [ "$1" = configure ]; then
+    getent group keychaind >/dev/null || addgroup --system --quiet keychaind
+    if ! dpkg-statoverride --list /usr/bin/keychaind >/dev/null; then
+        dpkg-statoverride --update --add root keychaind 2755 /usr/bin/keychaind
+    fi
+fi
 if [ "$1" = configure ] && command -v pam-auth-update >/dev/null; then
     pam-auth-update --package
+fi
+EOF
+# The statoverride goes with the package; the group stays (Debian's rule for system groups: a file may still have it).
+cat > "$stage/root/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = remove ] || [ "$1" = purge ]; then
+    if dpkg-statoverride --list /usr/bin/keychaind >/dev/null 2>&1; then
+        dpkg-statoverride --remove /usr/bin/keychaind
+    fi
 fi
 EOF
 cat > "$stage/root/DEBIAN/prerm" <<'EOF'
@@ -121,7 +140,7 @@ if [ "$1" = remove ] && command -v systemctl >/dev/null; then
     systemctl disable keychain-sync-server.service >/dev/null 2>&1 || true
 fi
 EOF
-chmod 0755 "$stage/root/DEBIAN/postinst" "$stage/root/DEBIAN/prerm"
+chmod 0755 "$stage/root/DEBIAN/postinst" "$stage/root/DEBIAN/prerm" "$stage/root/DEBIAN/postrm"
 (cd "$stage/root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\n' | sort | xargs md5sum) > "$stage/root/DEBIAN/md5sums"
 chmod 0644 "$stage/root/DEBIAN/md5sums"
 

@@ -119,6 +119,17 @@ for tool in "${tools[@]}"; do
     strip --remove-section=.comment -o "$staging/$tool" "$built/$tool"
     put 0755 "$staging/$tool" "$prefix/bin/$tool"
 done
+# keychaind runs set-group-ID to a system group of its own: installed clients accept only a greeting whose
+# credentials name that group, which the kernel gives to nothing but this file started untraced (docs/SECURITY.md,
+# "Which keychaind a client talks to"). A package does this in its postinst (dpkg-statoverride), not here.
+if [ -z "$destdir" ]; then
+    if ! getent group keychaind >/dev/null; then
+        groupadd --system keychaind
+        installed+=("group:keychaind")
+    fi
+    chgrp keychaind "$prefix/bin/keychaind"
+    chmod 2755 "$prefix/bin/keychaind"
+fi
 
 # systemd user units: the socket starts keychaind at the first client (systemctl --user enable --now keychaind.socket).
 text 0644 "$prefix/lib/systemd/user/keychaind.service" < <(

@@ -34,6 +34,8 @@ cleanup() {
     rm -rf "$home"
     if [ -n "$(package_state)" ]; then DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq swift-keychain >/dev/null 2>&1 || true; fi
     if [ -f "$prefix_test/share/swift-keychain/installed-files" ]; then "$root/scripts/uninstall.sh" --prefix "$prefix_test" || true; fi
+    # The package's system group stays after removal (Debian's rule); this test made it, so it takes it away.
+    if [ "${group_existed:-1}" = 0 ] && getent group keychaind >/dev/null; then groupdel keychaind || true; fi
 }
 package_state() {  # dpkg's state of the package: "" when dpkg knows nothing of it
     local state; state="$(dpkg-query -W -f='${db:Status-Status}' swift-keychain 2>/dev/null || true)"
@@ -68,11 +70,13 @@ else
     echo "skip lintian (Debian: apt-get install lintian)"
 fi
 before="$(mktemp)"; find /usr /etc -xdev 2>/dev/null | sort > "$before"
+group_existed=0; getent group keychaind >/dev/null && group_existed=1
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
 files="$(dpkg -L swift-keychain)"
-check "the package installs its tools root-owned and not writable by others" \
-    bash -c 'for f in /usr/bin/security /usr/bin/keychaind /usr/bin/keychain-embedded /usr/bin/git-credential-keychain /usr/bin/docker-credential-keychain /usr/bin/keychain-sync-server; do
-        [ "$(stat -c %U:%a "$f")" = root:755 ] || { echo "  $f: $(stat -c %U:%a "$f")"; exit 1; }; done'
+check "the package installs its tools root-owned and not writable by others; keychaind set-group-ID keychaind" \
+    bash -c 'for f in /usr/bin/security /usr/bin/keychain-embedded /usr/bin/git-credential-keychain /usr/bin/docker-credential-keychain /usr/bin/keychain-sync-server; do
+        [ "$(stat -c %U:%a "$f")" = root:755 ] || { echo "  $f: $(stat -c %U:%a "$f")"; exit 1; }; done
+        [ "$(stat -c %U:%G:%a /usr/bin/keychaind)" = root:keychaind:2755 ] || { echo "  keychaind: $(stat -c %U:%G:%a /usr/bin/keychaind)"; exit 1; }'
 check "installing turned nothing on (no Secret Service file on the bus's path, PAM profile off)" \
     bash -c '[ ! -e /usr/share/dbus-1/services/org.freedesktop.secrets.service ] || ! grep -q swift-keychain /usr/share/dbus-1/services/org.freedesktop.secrets.service; ! grep -rqs pam_keychain /etc/pam.d'
 
@@ -125,6 +129,131 @@ check "docker's helper stores and gets a credential" \
         echo \"{\\\"ServerURL\\\":\\\"https://registry.example\\\",\\\"Username\\\":\\\"u\\\",\\\"Secret\\\":\\\"tok\\\"}\" | docker-credential-keychain store
         echo https://registry.example | docker-credential-keychain get' | grep -q '\"Secret\":\"tok\"'"
 pkill -KILL -u "$user" 2>/dev/null || true
+
+# Which keychaind a client talks to (docs/SECURITY.md): the installed one alone, known by the group it names in its
+# greeting's credentials (the kernel lets no other process of the user name it). Whatever else of the user serves
+# keychaind's socket (a program of its own, one relaying to the real keychaind, a copy of keychaind, the installed
+# keychaind started with other directories or under a tracer) gets the 8 bytes of the client's greeting and nothing
+# more from the installed clients, which say why.
+socket="/tmp/keychain-$(id -u "$user")/keychaind.sock"
+keychaind_group="$(getent group keychaind | cut -d: -f3)"
+user_group="$(id -g "$user")"
+stop_keychaind() {
+    pkill -KILL -u "$user" -f 'keychaind|stand-in.py' 2>/dev/null || true
+    for _ in $(seq 50); do pgrep -u "$user" -f 'keychaind|stand-in.py' >/dev/null || break; sleep 0.1; done
+    rm -f "$socket"
+}
+wait_for_socket() { for _ in $(seq 100); do [ -S "$socket" ] && return 0; sleep 0.1; done; return 1; }
+stand_in="$home/stand-in.py"
+cat > "$stand_in" <<'PYTHON'
+# stand-in.py greeting SOCKET: the group named in the credentials of keychaind's greeting.
+# stand-in.py listen SOCKET RECORD [RELAY-TO]: serves SOCKET (relaying each connection to RELAY-TO if given) and
+# writes to RECORD how many bytes its clients sent.
+import os, socket, struct, sys, threading
+mode, path = sys.argv[1], sys.argv[2]
+if mode == "greeting":
+    s = socket.socket(socket.AF_UNIX); s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1); s.connect(path)
+    s.sendall(b"\0\0\0\4KCW\3")
+    data, ancillary, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(12))
+    print([struct.unpack("3i", d)[2] for level, kind, d in ancillary if kind == socket.SCM_CREDENTIALS][0])
+    sys.exit(0)
+record, relay_to = sys.argv[3], (sys.argv[4] if len(sys.argv) > 4 else None)
+os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(8); s.settimeout(30)
+received = [0]
+open(record, "w").write("0")
+def pump(source, sink, count):
+    try:
+        while (chunk := source.recv(65536)):
+            if count:
+                received[0] += len(chunk)
+                open(record, "w").write(str(received[0]))
+            if sink:
+                sink.sendall(chunk)
+    except OSError:
+        pass
+    for end in (source, sink):
+        try:
+            if end: end.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+try:
+    while True:
+        client, _ = s.accept()
+        upstream = None
+        if relay_to:
+            upstream = socket.socket(socket.AF_UNIX); upstream.connect(relay_to)
+            threading.Thread(target=pump, args=(upstream, client, False), daemon=True).start()
+        threading.Thread(target=pump, args=(client, upstream, True), daemon=True).start()
+except OSError:
+    pass
+PYTHON
+chmod 0644 "$stand_in"
+keychaind_names_its_group_in_its_greeting() {
+    stop_keychaind
+    as_user security find-generic-password -a alice -s com.example.demo -w >/dev/null || return 1
+    local named pid
+    named="$(as_user /usr/bin/python3 "$stand_in" greeting "$socket")"
+    pid="$(pgrep -u "$user" -x keychaind | head -1)"
+    echo "  greeting's group $named (keychaind $keychaind_group); keychaind's $(grep '^Gid:' "/proc/$pid/status" | tr -s '\t' ' ')"
+    # The group only as the saved one: real, effective and file-system groups are the user's (pinentry gets no other).
+    [ "$named" = "$keychaind_group" ] && grep -qx "Gid:	$user_group	$user_group	$keychaind_group	$user_group" "/proc/$pid/status"
+}
+# refused_when WORDS SERVER...: SERVER (run as the user) serves the socket; the installed security must refuse it
+# with a message containing WORDS, and send it nothing but its 8-byte greeting (when SERVER records what it got).
+refused_when() {
+    local words="$1"; shift
+    stop_keychaind
+    rm -f "$home/received"
+    as_user "$@" > "$home/server.out" 2>&1 &
+    wait_for_socket || { echo "  nothing listened"; cat "$home/server.out"; return 1; }
+    local out status=0
+    out="$(as_user security find-generic-password -a alice -s com.example.demo -w 2>&1)" || status=$?
+    sleep 0.2
+    stop_keychaind
+    echo "  exit $status: $out"
+    [ "$status" != 0 ] && [[ "$out" == *"$words"* ]] && [[ "$out" != *s3cret* ]] || return 1
+    if [ -f "$home/received" ]; then
+        [ "$(cat "$home/received")" = 8 ] || { echo "  the server received $(cat "$home/received") bytes"; return 1; }
+    fi
+}
+# The real keychaind on a socket of its own (another runtime directory), for the relay.
+start_real_keychaind_elsewhere() {
+    mkdir -p "$home/elsewhere-run" && chown "$user" "$home/elsewhere-run" && chmod 0700 "$home/elsewhere-run"
+    as_user env XDG_RUNTIME_DIR="$home/elsewhere-run" /usr/bin/keychaind --foreground > "$home/real.out" 2>&1 &
+    for _ in $(seq 100); do [ -S "$home/elsewhere-run/keychain/keychaind.sock" ] && return 0; sleep 0.1; done
+    return 1
+}
+check "the installed keychaind names its group in its greeting and keeps it only as its saved group" \
+    keychaind_names_its_group_in_its_greeting
+check "a program of the user serving keychaind's socket gets only the greeting from the installed security, which says why" \
+    refused_when "not the installed keychaind" /usr/bin/python3 "$stand_in" listen "$socket" "$home/received"
+stop_keychaind
+if start_real_keychaind_elsewhere; then
+    check "a program relaying to the real keychaind gets only the greeting: the relayed greeting carries its own group" \
+        refused_when "not the installed keychaind" /usr/bin/python3 "$stand_in" listen "$socket" "$home/received" \
+        "$home/elsewhere-run/keychain/keychaind.sock"
+else
+    check "the installed keychaind starts on a runtime directory of its own (for the relay)" false
+    cat "$home/real.out"
+fi
+stop_keychaind
+rm -f "$home/received"
+as_user cp /usr/bin/keychaind "$home/keychaind"
+check "a copy of keychaind run by the user (no group) is refused" \
+    refused_when "not the installed keychaind" "$home/keychaind" --foreground
+check "the installed keychaind started with another HOME is refused: it would keep the user's items elsewhere" \
+    refused_when "started with other directories" env HOME="$home/elsewhere" /usr/bin/keychaind --foreground
+if as_user strace -f -o /dev/null true 2>/dev/null; then
+    check "the installed keychaind under a tracer will not start: it would run without its group" \
+        bash -c "out=\$(runuser -u $user -- env -i HOME=$home PATH=/usr/bin:/bin strace -f -o /dev/null /usr/bin/keychaind --foreground 2>&1); status=\$?; echo \"  exit \$status: \${out##*keychaind}\"; [ \$status != 0 ] && [[ \$out == *\"without keychaind's group\"* ]]"
+else
+    echo "skip keychaind under a tracer (strace cannot trace here)"
+fi
+check "with the stand-ins gone, the installed keychaind serves again" \
+    bash -c "[ \"\$(runuser -u $user -- env -i HOME=$home PATH=/usr/bin:/bin security find-generic-password -a alice -s com.example.demo -w)\" = s3cret ]"
+stop_keychaind
+rm -rf "$home/keychaind" "$stand_in" "$home/server.out" "$home/real.out" "$home/elsewhere-run" "$home/elsewhere"
 
 # A login over SSH (docs/HEADLESS.md): a real sshd whose PAM service has the installed pam_keychain.so, a user with
 # a password, and in that session security, git and secret-tool with the installed tools (its own user and files).
@@ -192,7 +321,7 @@ check "the user's keychain is still there" bash -c "ls $home/.local/share/keycha
 # 4. install.sh / uninstall.sh into a prefix of their own, from the same build.
 "$root/scripts/install.sh" --no-build --prefix "$prefix_test" >/dev/null
 check "install.sh: tools root-owned, the list of files complete" \
-    bash -c "[ \"\$(stat -c %U:%a $prefix_test/bin/security)\" = root:755 ] && while read -r f; do [[ \$f == */ ]] || [ -f \"\$f\" ] || exit 1; done < $prefix_test/share/swift-keychain/installed-files"
+    bash -c "[ \"\$(stat -c %U:%a $prefix_test/bin/security)\" = root:755 ] && [ \"\$(stat -c %U:%G:%a $prefix_test/bin/keychaind)\" = root:keychaind:2755 ] && while read -r f; do [[ \$f == */ || \$f == group:* ]] || [ -f \"\$f\" ] || exit 1; done < $prefix_test/share/swift-keychain/installed-files"
 check "install.sh: the unit and the activation file name the installed keychaind" \
     bash -c "grep -qx 'ExecStart=$prefix_test/bin/keychaind --foreground' $prefix_test/lib/systemd/user/keychaind.service && grep -qx 'Exec=$prefix_test/bin/keychaind --secret-service' $prefix_test/share/swift-keychain/dbus-1/services/org.freedesktop.secrets.service"
 "$root/scripts/uninstall.sh" --prefix "$prefix_test" >/dev/null

@@ -26,9 +26,11 @@ if grep -qx /usr/share/pam-configs/swift-keychain "$manifest" && command -v pam-
 fi
 removed=0
 made=()
+groups=()
 while IFS= read -r path; do
     case "$path" in
         */) made+=("${path%/}") ;;
+        group:*) groups+=("${path#group:}") ;;
         /*) if [ -f "$path" ] || [ -L "$path" ]; then rm -f -- "$path"; removed=$((removed + 1)); fi ;;
     esac
 done < "$manifest"
@@ -36,4 +38,13 @@ done < "$manifest"
 if [ ${#made[@]} -gt 0 ]; then
     printf '%s\n' "${made[@]}" | sort -r | while IFS= read -r directory; do rmdir -- "$directory" 2>/dev/null || true; done
 fi
+# A group the install made (keychaind's), once no installed file has it any more.
+for group in "${groups[@]}"; do
+    getent group "$group" >/dev/null || continue
+    in_use=""
+    for other in /usr/bin/keychaind /usr/local/bin/keychaind; do
+        if [ -e "$other" ] && [ "$(stat -c %G "$other")" = "$group" ]; then in_use="$other"; fi
+    done
+    if [ -n "$in_use" ]; then echo "kept the group $group: $in_use still has it"; else groupdel "$group"; fi
+done
 echo "removed swift-keychain from $prefix: $removed files; the users' keychains are untouched"

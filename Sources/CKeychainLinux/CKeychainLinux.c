@@ -35,6 +35,31 @@ int ckeychain_set_process_name(const char *name) { (void)name; errno = ENOSYS; r
 #endif
 
 #if defined(__linux__)
+int ckeychain_keep_group_saved_only(gid_t *kept) {
+    gid_t real = getgid(), effective = getegid();
+    *kept = (gid_t)-1;
+    if (effective == real) return 0;
+    if (setresgid(real, real, effective) != 0) return -1;
+    gid_t r, e, saved;
+    if (getresgid(&r, &e, &saved) != 0 || r != real || e != real || saved != effective) { errno = EPERM; return -1; }
+    *kept = effective;
+    return 0;
+}
+
+int ckeychain_keep_only_real_group(void) {
+    gid_t real = getgid();
+    if (setresgid(real, real, real) != 0) return -1;
+    gid_t r, e, saved;
+    if (getresgid(&r, &e, &saved) != 0 || r != real || e != real || saved != real) { errno = EPERM; return -1; }
+    return 0;
+}
+#else
+int ckeychain_keep_group_saved_only(gid_t *kept) { *kept = (gid_t)-1; return 0; }
+
+int ckeychain_keep_only_real_group(void) { return 0; }
+#endif
+
+#if defined(__linux__)
 #include <sys/socket.h>
 
 int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
@@ -159,6 +184,55 @@ ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_
     return n;
 }
 
+ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, gid_t group) {
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct ucred cred = {.pid = getpid(), .uid = getuid(), .gid = group};
+    struct iovec io = {.iov_base = (void *)buffer, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof(control.bytes);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_CREDENTIALS;
+    c->cmsg_len = CMSG_LEN(sizeof cred);
+    memcpy(CMSG_DATA(c), &cred, sizeof cred);
+    return sendmsg(socket, &message, MSG_NOSIGNAL);
+}
+
+ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid, gid_t *gid) {
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    struct iovec io = {.iov_base = buffer, .iov_len = length};
+    struct msghdr message = {0};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof(control.bytes);
+    *pid = 0;
+    *uid = (uid_t)-1;
+    *gid = (gid_t)-1;
+    ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    if (n <= 0) return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c != NULL; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cred;
+            memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            *pid = cred.pid;
+            *uid = cred.uid;
+            *gid = cred.gid;
+        }
+    }
+    return n;
+}
+
 int ckeychain_queued_bytes(int socket) {
     int queued = 0;
     if (ioctl(socket, FIONREAD, &queued) != 0) return -1;
@@ -168,6 +242,12 @@ int ckeychain_queued_bytes(int socket) {
 int ckeychain_pass_credentials(int socket) { (void)socket; errno = ENOSYS; return -1; }
 ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid) {
     (void)socket; (void)buffer; (void)length; *pid = 0; *uid = (uid_t)-1; errno = ENOSYS; return -1;
+}
+ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, gid_t group) {
+    (void)socket; (void)buffer; (void)length; (void)group; errno = ENOSYS; return -1;
+}
+ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid, gid_t *gid) {
+    (void)socket; (void)buffer; (void)length; *pid = 0; *uid = (uid_t)-1; *gid = (gid_t)-1; errno = ENOSYS; return -1;
 }
 int ckeychain_queued_bytes(int socket) { (void)socket; errno = ENOSYS; return -1; }
 #endif

@@ -37,13 +37,18 @@ public final class KeychainDaemonServer: Sendable {
     /// The login keychain at its standard place, where the log's secrets are kept.
     let loginKeychainPath: String
     let lockFD: Int32
+    /// The group an installed keychaind was started with (set-group-ID), kept as its saved group only: named in the
+    /// credentials of each greeting, by which clients know it (``InstalledDaemon``). nil when not installed so.
+    let greetingGroup: gid_t?
 
     /// Takes the single-instance lock and binds the socket (directory 0700, socket 0600).
     ///
     /// - Throws: ``StartError/alreadyRunning`` when another keychaind serves these locations.
-    public init(locations: KeychainLocations, policy: CallerPolicy, syncing: (any KeychainSyncing)? = nil)
+    public init(locations: KeychainLocations, policy: CallerPolicy, syncing: (any KeychainSyncing)? = nil,
+                greetingGroup: gid_t? = nil)
         throws(StartError)
     {
+        self.greetingGroup = greetingGroup
         self.syncing = syncing
         self.locations = locations
         self.policy = policy
@@ -223,7 +228,20 @@ public final class KeychainDaemonServer: Sendable {
     let takingOverSecretService = Mutex(false)
 
     func refuse(_ fd: Int32, _ reason: String) {
-        _ = Framing.send([0] + Array(reason.utf8), on: fd)
+        _ = sendAsKeychaind([0] + Array(reason.utf8), on: fd)
+    }
+
+    /// One frame, in one write. Installed (started set-group-ID), keychaind names its group in the write's
+    /// credentials, which the kernel checks: a client that reads its greeting (or refusal) that way knows which
+    /// keychaind answers, on this connection (docs/SECURITY.md, "Which keychaind a client talks to").
+    func sendAsKeychaind(_ payload: [UInt8], on fd: Int32) -> Bool {
+        guard let group = greetingGroup else { return Framing.send(payload, on: fd) }
+        let frame = Framing.framed(payload)
+        while true {
+            let sent = frame.withUnsafeBytes { ckeychain_send_as_group(fd, $0.baseAddress, $0.count, group) }
+            if sent < 0, errno == EINTR { continue }
+            return sent == frame.count
+        }
     }
 
     static func makePrivateDirectory(_ url: URL) throws(StartError) {

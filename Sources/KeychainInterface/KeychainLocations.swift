@@ -55,6 +55,9 @@ public struct KeychainLocations: Sendable, Hashable {
         return runtimeDirectory.appendingPathComponent("keychaind-\(String(hash, radix: 16)).sock")
     }
 
+    /// The keychain, state and configuration directories, as keychaind names them in its greeting.
+    public var servedDirectories: [String] { [keychainDirectory.path, stateDirectory.path, configDirectory.path] }
+
     /// The locations for the current user, from the environment.
     public static func current(environment: [String: String] = ProcessEnvironment.current()) -> Self {
         let home = URL(fileURLWithPath: Self.homeDirectory(environment))

@@ -17,6 +17,29 @@ public enum Framing {
         }
     }
 
+    /// keychaind's answer to a client's greeting: its own greeting, then the directories it serves (keychains,
+    /// state, configuration, each ended by a NUL). A client that checks which keychaind answers compares them with
+    /// its own: the installed keychaind, started with another HOME by a program of the user, would otherwise keep
+    /// what the user stores where that program reads it.
+    public static func daemonGreeting(directories: [String]) -> [UInt8] {
+        hello() + directories.flatMap { Array($0.utf8) + [0] }
+    }
+
+    /// Checks keychaind's greeting as ``checkHello`` does and returns the directories it names.
+    public static func checkDaemonGreeting(_ bytes: [UInt8]) throws(WireError) -> [String] {
+        guard bytes.count >= 4 else { throw .malformed("greeting") }
+        try checkHello(Array(bytes.prefix(4)))
+        guard bytes.count == 4 || bytes.last == 0 else { throw .malformed("greeting") }
+        return bytes.dropFirst(4).split(separator: 0, omittingEmptySubsequences: false).dropLast().map {
+            String(decoding: $0, as: UTF8.self)
+        }
+    }
+
+    /// `payload` as one frame (its length, then itself): for a frame sent with credentials of the sender's choice.
+    public static func framed(_ payload: [UInt8]) -> [UInt8] {
+        withUnsafeBytes(of: UInt32(payload.count).bigEndian) { Array($0) } + payload
+    }
+
     /// Writes one frame; false when the peer has gone.
     public static func send(_ payload: [UInt8], on fd: Int32) -> Bool {
         send([payload], on: fd)

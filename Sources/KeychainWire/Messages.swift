@@ -6,7 +6,7 @@ import Foundation
 import KeychainCore
 
 /// The protocol version. A client and a daemon of different versions refuse each other with a clear error.
-public let keychainProtocolVersion = 2
+public let keychainProtocolVersion = 3
 
 /// Hard limits: a request carries at most one secret (4 MiB; an upsert too: its changes carry none) and its query;
 /// answers may list many items.

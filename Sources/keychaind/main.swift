@@ -25,6 +25,16 @@ import Glibc
 // The dynamic loader's variables are not for keychaind, nor for the pinentry it starts: a program of the user that
 // starts it with LD_PRELOAD (or a loader path of its own) would have its code beside the keys. Seen at start,
 // keychaind executes itself again without them, keeping its pid (a socket handed over by systemd stays valid).
+// Installed, keychaind is set-group-ID to a group of its own (docs/SECURITY.md, "Which keychaind a client talks
+// to"). It keeps that group as its saved group alone, named only in its greetings' credentials: everything else
+// (files, /proc, pinentry and whatever else it starts) is done with the user's group, from the first instruction.
+var startedWithGroup = gid_t.max
+guard ckeychain_keep_group_saved_only(&startedWithGroup) == 0 else {
+    let line = Array("keychaind: cannot set its groups (errno \(errno))\n".utf8)
+    _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    exit(1)
+}
+let greetingGroup: gid_t? = startedWithGroup == gid_t.max ? nil : startedWithGroup
 let startEnvironment = ProcessInfo.processInfo.environment
 // Every module's Logger writes keychaind's lines to standard error (the journal under systemd).
 ProcessLogHandler.bootstrap(program: "keychaind", environment: startEnvironment)
@@ -97,6 +107,11 @@ func notifyStarter(_ line: String) {
     }
 }
 
+/// For a keychaind that only passes a request on to the one running (below): it needs its group for nothing.
+func keepOnlyTheUsersGroup() {
+    guard ckeychain_keep_only_real_group() == 0 else { failStart("cannot give up keychaind's group (errno \(errno))") }
+}
+
 /// Tells the starter and standard error why keychaind cannot serve, and ends.
 func failStart(_ reason: String) -> Never {
     notifyStarter("failed: \(reason)")
@@ -105,14 +120,21 @@ func failStart(_ reason: String) -> Never {
 }
 
 let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+// Installed, but started without its group (under a tracer, or with no_new_privs): the clients beside it could not
+// tell it from a program of the user, and would refuse it. Said once here, instead of by every client.
+if let installed = InstalledDaemon.besideThisProgram, installed.path == executable.path, greetingGroup != installed.group {
+    failStart("started without keychaind's group (under a tracer, or with no new privileges, as systemd's "
+              + "NoNewPrivileges= gives): clients would not trust it. Start \(installed.path) without either")
+}
 // Sync (docs/SYNC.md): rounds in the background after changes and every KEYCHAIN_SYNC_INTERVAL seconds (60).
 let syncEngine = SyncEngine()
 let server: KeychainDaemonServer
 do {
     server = try KeychainDaemonServer(
         locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path),
-        syncing: syncEngine)
+        syncing: syncEngine, greetingGroup: greetingGroup)
 } catch .alreadyRunning(let socket) {
+    keepOnlyTheUsersGroup()
     // Started for the Secret Service (D-Bus activation) while a keychaind started for the socket runs: that one
     // takes the name on this bus, so that one process holds the keys. This one ends once the name is served.
     if arguments.contains("--secret-service") {

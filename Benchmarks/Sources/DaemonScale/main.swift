@@ -147,7 +147,7 @@ func finds(clients: Int, requests: Int, seed: UInt64 = 1, perSecond: Int = 0) ->
             Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
         }
     }
-    guard connected == 0, Framing.send(Framing.hello(), on: fd), (try? Framing.receive(on: fd, limit: 64)) != nil else {
+    guard connected == 0, Framing.send(Framing.hello(), on: fd), (try? Framing.receive(on: fd, limit: 4096)) != nil else {
         close(fd)
         return -1
     }

@@ -28,6 +28,18 @@ int ckeychain_return_free_memory(void);
 /// as never NULL.
 char *const *ckeychain_environment(void);
 
+/// For a program started set-group-ID (an installed keychaind): the real group becomes the effective one too, and
+/// the group it was started with is kept only as the saved group (setresgid, every thread). Everything it does from
+/// then on (files, /proc, the programs it starts, which get the effective group as their saved one) is the user's;
+/// the kept group only lets it name that group in the credentials it sends (``ckeychain_send_as_group``), which
+/// the kernel allows a process for its real, effective or saved group alone. `*kept` is the group, or (gid_t)-1
+/// when not started set-group-ID. Returns 0, or -1 with errno set.
+int ckeychain_keep_group_saved_only(gid_t *kept);
+
+/// The real group as effective and saved group too (setresgid, every thread): a program started set-group-ID that
+/// no longer needs the group. Returns 0, or -1 with errno set when it could not be given up entirely.
+int ckeychain_keep_only_real_group(void);
+
 /// The peer of a connected Unix socket, as the kernel recorded it at connect time (SO_PEERCRED; struct ucred needs
 /// _GNU_SOURCE, which Swift's Glibc module does not define). Returns 0 and fills pid, uid, gid; -1 with errno set.
 int ckeychain_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
@@ -51,6 +63,14 @@ int ckeychain_pass_credentials(int socket);
 /// two senders in one call. `*pid` is 0 when no credentials came. Returns the bytes read (0 at end of stream) or -1
 /// with errno set.
 ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid);
+
+/// send(2) of `buffer` with this process's pid and real uid and `group` as its credentials (SCM_CREDENTIALS). The
+/// kernel refuses a group that is not this process's real, effective or saved group (EPERM), so a receiver that
+/// sees it knows the sender holds that group. Returns the bytes sent or -1 with errno set.
+ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, gid_t group);
+
+/// ``ckeychain_recv_with_sender`` that also reports the sender's group. `*pid` is 0 when no credentials came.
+ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid, gid_t *gid);
 
 /// How many bytes are queued to be read on `socket` (FIONREAD), or -1 with errno set.
 int ckeychain_queued_bytes(int socket);

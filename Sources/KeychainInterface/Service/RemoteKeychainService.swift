@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import CKeychainLinux
 import KeychainCore
 import KeychainWire
 import Synchronization
@@ -37,6 +38,13 @@ public final class RemoteKeychainService: KeychainService {
         guard try SocketTrust.isPrivateDirectory(socket.deletingLastPathComponent()) else { return nil }
         let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw KeychainError(.io, "cannot make a socket (errno \(errno))") }
+        // Installed, this program talks only to the installed keychaind, known by the group the kernel lets it name
+        // in its greeting's credentials; those come only to a socket that asked for them before anything arrived.
+        let installed = InstalledDaemon.expected
+        if installed != nil, ckeychain_pass_credentials(fd) != 0 {
+            Glibc.close(fd)
+            throw KeychainError(.internalComponent, "cannot ask for keychaind's credentials (errno \(errno)); nothing was sent")
+        }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let path = Array(socket.path.utf8)
@@ -62,30 +70,51 @@ public final class RemoteKeychainService: KeychainService {
             Glibc.close(fd)
             throw error
         }
-        // The greeting (both sides say which protocol they speak) and, sent ahead of its answer, where this client's
-        // user can be asked: the daemon draws its own pinentry there. One write, one round trip.
+        // The greeting (both sides say which protocol they speak) and where this client's user can be asked: the
+        // daemon draws its own pinentry there. Sent ahead of the greeting's answer (one write, one round trip),
+        // unless this program checks which keychaind answers: then nothing but the greeting (public, the same for
+        // every client) goes out before that.
         var session: [UInt8] = []
         do { session = try Request.session(currentSession(environment: environment)).encode() } catch {}
-        guard Framing.send(session.isEmpty ? [Framing.hello()] : [Framing.hello(), session], on: fd) else {
+        let sessionAhead = installed == nil && !session.isEmpty
+        guard Framing.send(sessionAhead ? [Framing.hello(), session] : [Framing.hello()], on: fd) else {
             Glibc.close(fd)
             return nil
         }
-        let answer: [UInt8]?
-        do { answer = try Framing.receive(on: fd, limit: 4096) } catch {
+        let greeting: SocketTrust.Greeting?
+        do { greeting = try SocketTrust.receiveGreeting(on: fd) } catch {
             Glibc.close(fd)
             return nil  // it went away in the middle of its greeting (killed, or ending): nobody serves there
         }
-        guard let answer else {
+        guard let greeting else {
             Glibc.close(fd)
             return nil
         }
-        if answer.first == 0 {  // the daemon refused us; its reason follows
+        do throws(KeychainError) {
+            // Which keychaind answered comes first: a refusal's words are only worth showing from keychaind.
+            if let installed { try SocketTrust.checkSender(of: greeting, installed: installed, socket: socket) }
+            if greeting.bytes.first == 0 {  // the daemon refused us; its reason follows
+                throw KeychainError(.internalComponent, String(decoding: greeting.bytes.dropFirst(), as: UTF8.self))
+            }
+            let served: [String]
+            do { served = try Framing.checkDaemonGreeting(greeting.bytes) } catch {
+                throw KeychainError(.internalComponent, error.message)
+            }
+            if installed != nil {
+                let own = KeychainLocations.current(environment: environment).servedDirectories
+                guard served == own else {
+                    throw KeychainError(.internalComponent, "the keychaind on \(socket.path) serves the keychains in "
+                                        + "\(served.first ?? "?"), not this program's (\(own[0])): it was started with other "
+                                        + "directories. Nothing was sent; end it (kill \(greeting.pid)) and try again")
+                }
+            }
+        } catch {
             Glibc.close(fd)
-            throw KeychainError(.internalComponent, String(decoding: answer.dropFirst(), as: UTF8.self))
+            throw error
         }
-        do { try Framing.checkHello(answer) } catch {
+        if !session.isEmpty, !sessionAhead, !Framing.send(session, on: fd) {
             Glibc.close(fd)
-            throw KeychainError(.internalComponent, error.message)
+            return nil
         }
         // The session's answer (an error there only means the daemon cannot ask this client's user; a notice is
         // for the user, once per process).

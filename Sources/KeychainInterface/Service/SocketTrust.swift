@@ -1,5 +1,6 @@
 import CKeychainLinux
 import KeychainCore
+import KeychainWire
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -41,6 +42,63 @@ enum SocketTrust {
         guard uid == geteuid() else {
             throw KeychainError(.internalComponent, "\(socket.path) is served by another user (uid \(uid)), not this "
                                 + "user's keychaind: nothing was sent")
+        }
+    }
+
+    /// keychaind's greeting and who sent it, as the kernel reports it (SCM_CREDENTIALS, when asked for with
+    /// SO_PASSCRED; a sender may name only its own pid and one of its own groups). `pid` is 0 when the bytes came
+    /// without credentials or from more than one sender.
+    struct Greeting {
+        var bytes: [UInt8]
+        var pid: pid_t
+        var uid: uid_t
+        var gid: gid_t
+    }
+
+    /// Reads the greeting's frame (at most 4 KiB) and nothing after it; nil when the peer ended first.
+    static func receiveGreeting(on fd: Int32) throws(WireError) -> Greeting? {
+        var sender: (pid: pid_t, uid: uid_t, gid: gid_t)?
+        var mixed = false
+        func read(_ count: Int, allowEnd: Bool) throws(WireError) -> [UInt8]? {
+            var out = [UInt8](repeating: 0, count: count)
+            var offset = 0
+            while offset < count {
+                var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+                let n = out[offset...].withUnsafeMutableBytes {
+                    ckeychain_recv_with_credentials(fd, $0.baseAddress, $0.count, &pid, &uid, &gid)
+                }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw .truncated
+                }
+                if n == 0 {
+                    if allowEnd && offset == 0 { return nil }
+                    throw .truncated
+                }
+                // Every piece must come from the same sender with the same credentials.
+                if let known = sender { mixed = mixed || known != (pid, uid, gid) } else { sender = (pid, uid, gid) }
+                offset += n
+            }
+            return out
+        }
+        guard let header = try read(4, allowEnd: true) else { return nil }
+        let length = header.reduce(0) { Int($0) << 8 | Int($1) }
+        guard length <= 4096 else { throw .tooLarge(length) }
+        let bytes = length == 0 ? [] : try read(length, allowEnd: false) ?? []
+        guard let sender, !mixed else { return Greeting(bytes: bytes, pid: 0, uid: uid_t.max, gid: gid_t.max) }
+        return Greeting(bytes: bytes, pid: sender.pid, uid: sender.uid, gid: sender.gid)
+    }
+
+    /// Refuses a greeting that the installed keychaind did not send: its credentials must name keychaind's group,
+    /// which the kernel lets no other process of the user name (not a program that listens first, not one that
+    /// relays the real keychaind's greeting, not a copy of keychaind, not keychaind started under a tracer).
+    static func checkSender(of greeting: Greeting, installed: InstalledDaemon, socket: URL) throws(KeychainError) {
+        guard greeting.pid > 0, greeting.uid == getuid(), greeting.gid == installed.group else {
+            let who = greeting.pid > 0 ? "process \(greeting.pid)" : "a process that sent no credentials"
+            let advice = greeting.pid > 0 ? "end it (kill \(greeting.pid)) and try again" : "end whatever listens there and try again"
+            throw KeychainError(.internalComponent, "\(socket.path) is served by a program that is not the installed "
+                                + "keychaind (\(installed.path)): \(who) answered without keychaind's group. Nothing was "
+                                + "sent; \(advice)")
         }
     }
 }
