@@ -101,7 +101,7 @@ put() {
         installed+=("$directory/")
         directory="$(dirname "$directory")"
     done
-    [ "$(id -u)" = 0 ] && owner=(-o root -g root)
+    [ "$(id -u)" = 0 ] && owner=(-o root -g "${put_group:-root}")
     install -D "${owner[@]}" -m "$mode" "$source" "$destdir$target"
     installed+=("$target")
 }
@@ -113,23 +113,29 @@ text() {
     put "$1" "$temporary" "$2"
 }
 
-for tool in "${tools[@]}"; do
-    # Stripped: the symbols are for a debugger, and a release binary is several times smaller without them (the
-    # compilers' .comment notes go too).
-    strip --remove-section=.comment -o "$staging/$tool" "$built/$tool"
-    put 0755 "$staging/$tool" "$prefix/bin/$tool"
-done
 # keychaind runs set-group-ID to a system group of its own: installed clients accept only a greeting whose
 # credentials name that group, which the kernel gives to nothing but this file started untraced (docs/SECURITY.md,
-# "Which keychaind a client talks to"). A package does this in its postinst (dpkg-statoverride), not here.
-if [ -z "$destdir" ]; then
+# "Which keychaind a client talks to"). Installed with its group and mode at once: a keychaind started in between
+# would run without the group, and its clients would refuse it. A package does this in its postinst
+# (dpkg-statoverride), not here.
+daemon_group=""
+if [ -z "$destdir" ] && [ "$(id -u)" = 0 ]; then
     if ! getent group keychaind >/dev/null; then
         groupadd --system keychaind
         installed+=("group:keychaind")
     fi
-    chgrp keychaind "$prefix/bin/keychaind"
-    chmod 2755 "$prefix/bin/keychaind"
+    daemon_group=keychaind
 fi
+for tool in "${tools[@]}"; do
+    # Stripped: the symbols are for a debugger, and a release binary is several times smaller without them (the
+    # compilers' .comment notes go too).
+    strip --remove-section=.comment -o "$staging/$tool" "$built/$tool"
+    if [ "$tool" = keychaind ] && [ -n "$daemon_group" ]; then
+        put_group="$daemon_group" put 2755 "$staging/$tool" "$prefix/bin/$tool"
+    else
+        put 0755 "$staging/$tool" "$prefix/bin/$tool"
+    fi
+done
 
 # systemd user units: the socket starts keychaind at the first client (systemctl --user enable --now keychaind.socket).
 text 0644 "$prefix/lib/systemd/user/keychaind.service" < <(

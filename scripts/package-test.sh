@@ -147,8 +147,8 @@ wait_for_socket() { for _ in $(seq 100); do [ -S "$socket" ] && return 0; sleep 
 stand_in="$home/stand-in.py"
 cat > "$stand_in" <<'PYTHON'
 # stand-in.py greeting SOCKET: the group named in the credentials of keychaind's greeting.
-# stand-in.py listen SOCKET RECORD [RELAY-TO]: serves SOCKET (relaying each connection to RELAY-TO if given) and
-# writes to RECORD how many bytes its clients sent.
+# stand-in.py listen SOCKET RECORD [RELAY-TO]: serves SOCKET as keychaind would (its greeting, then it waits for
+# requests), or relays each connection to RELAY-TO; writes to RECORD how many bytes its clients sent.
 import os, socket, struct, sys, threading
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "greeting":
@@ -184,6 +184,12 @@ try:
         if relay_to:
             upstream = socket.socket(socket.AF_UNIX); upstream.connect(relay_to)
             threading.Thread(target=pump, args=(upstream, client, False), daemon=True).start()
+        else:
+            home = os.environ["HOME"]
+            directories = b"".join(os.path.join(home, d).encode() + b"\0"
+                                   for d in (".local/share/keychains", ".local/state/keychain", ".config/keychain"))
+            greeting = b"KCW\3" + directories
+            client.sendall(len(greeting).to_bytes(4, "big") + greeting)
         threading.Thread(target=pump, args=(client, upstream, True), daemon=True).start()
 except OSError:
     pass
@@ -201,10 +207,9 @@ keychaind_names_its_group_in_its_greeting() {
 }
 # refused_when WORDS SERVER...: SERVER (run as the user) serves the socket; the installed security must refuse it
 # with a message containing WORDS, and send it nothing but its 8-byte greeting (when SERVER records what it got).
-refused_when() {
+refused_when() {  # (after stop_keychaind: what runs of the user's, a keychaind to relay to, stays)
     local words="$1"; shift
-    stop_keychaind
-    rm -f "$home/received"
+    rm -f "$socket" "$home/received"
     as_user "$@" > "$home/server.out" 2>&1 &
     wait_for_socket || { echo "  nothing listened"; cat "$home/server.out"; return 1; }
     local out status=0
@@ -226,6 +231,7 @@ start_real_keychaind_elsewhere() {
 }
 check "the installed keychaind names its group in its greeting and keeps it only as its saved group" \
     keychaind_names_its_group_in_its_greeting
+stop_keychaind
 check "a program of the user serving keychaind's socket gets only the greeting from the installed security, which says why" \
     refused_when "not the installed keychaind" /usr/bin/python3 "$stand_in" listen "$socket" "$home/received"
 stop_keychaind
@@ -242,6 +248,7 @@ rm -f "$home/received"
 as_user cp /usr/bin/keychaind "$home/keychaind"
 check "a copy of keychaind run by the user (no group) is refused" \
     refused_when "not the installed keychaind" "$home/keychaind" --foreground
+stop_keychaind
 check "the installed keychaind started with another HOME is refused: it would keep the user's items elsewhere" \
     refused_when "started with other directories" env HOME="$home/elsewhere" /usr/bin/keychaind --foreground
 if as_user strace -f -o /dev/null true 2>/dev/null; then

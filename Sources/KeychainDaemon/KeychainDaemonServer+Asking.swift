@@ -35,18 +35,27 @@ extension KeychainDaemonServer {
     /// The pinentry keychaind runs: PINENTRY_PROGRAM when only root can change that file (a program of the user
     /// that started keychaind with its own "pinentry" would see every password and answer every question), else
     /// `pinentry` from the system's directories (never from a PATH the starter chose).
-    public static func pinentryProgram(_ environment: [String: String]) -> String {
+    public static func pinentryProgram(_ environment: [String: String],
+                                       installed: Bool = InstalledDaemon.thisProcessKeepsItsGroup) -> String {
         if let chosen = environment["PINENTRY_PROGRAM"], chosen.hasPrefix("/") {
             // The file itself, not a link to it that its owner could point elsewhere after this check.
             let resolved = URL(fileURLWithPath: chosen).resolvingSymlinksInPath().path
-            if ProtectedPath.isProtected(resolved) { return resolved }
+            if ProtectedPath.isProtected(resolved), !installed || isPinentry(resolved) { return resolved }
         }
         if let chosen = environment["PINENTRY_PROGRAM"] {
             Logger(label: "keychaind").warning(
-                "PINENTRY_PROGRAM \(chosen) is not used: only a program that root alone can change is")
+                "PINENTRY_PROGRAM \(chosen) is not used: only \(installed ? "a pinentry" : "a program") that root alone can change is")
         }
         return ["/usr/bin/pinentry", "/bin/pinentry"].first { FileManager.default.isExecutableFile(atPath: $0) }
             ?? "/usr/bin/pinentry"
+    }
+
+    /// Whether `path` names a pinentry (`pinentry`, `pinentry-gnome3`, …). The installed keychaind, which a program of
+    /// the user may have started with an environment of its choosing, runs nothing else as its pinentry: any program
+    /// root owns would do otherwise, an interpreter among them (python3 runs the starter's code from HOME).
+    static func isPinentry(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        return name == "pinentry" || name.hasPrefix("pinentry-")
     }
 
     /// Where keychaind asks for a decision about a client: never a place the client names (it could be a
@@ -75,6 +84,13 @@ extension KeychainDaemonServer {
                     "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM"]
         var environment = own.filter { kept.contains($0.key) }
         environment["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+        // The installed keychaind's home is the user's, from the user database, not whatever its starter said: a
+        // pinentry reads its settings (and a toolkit its modules' configuration) from there.
+        if InstalledDaemon.thisProcessKeepsItsGroup, let account = getpwuid(getuid())?.pointee {
+            environment["HOME"] = String(cString: account.pw_dir)
+            environment["USER"] = String(cString: account.pw_name)
+            environment["LOGNAME"] = String(cString: account.pw_name)
+        }
         return environment
     }
 }

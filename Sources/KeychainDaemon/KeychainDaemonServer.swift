@@ -168,7 +168,8 @@ public final class KeychainDaemonServer: Sendable {
     /// instead of delaying it. Signals `stopped` once the listening socket is shut down.
     func accept(on fd: Int32, until stopped: DispatchSemaphore) {
         while true {
-            let client = Glibc.accept(fd, nil, nil)
+            // Close-on-exec from the start: no program keychaind starts (pinentry) inherits a client's connection.
+            let client = accept4(fd, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
             if client < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 // Out of descriptors or memory: a resource error, never a reason to stop serving. The connection
@@ -180,7 +181,6 @@ public final class KeychainDaemonServer: Sendable {
                 stopped.signal()  // the listening socket was shut down (stop) or is gone
                 return
             }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             if turnedAway(client) { continue }
             let handedOver = DetachedThread.start(name: "keychaind", stackSize: 1 << 20) { [self] in
                 accept(on: fd, until: stopped)

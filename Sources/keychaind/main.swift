@@ -27,7 +27,8 @@ import Glibc
 // keychaind executes itself again without them, keeping its pid (a socket handed over by systemd stays valid).
 // Installed, keychaind is set-group-ID to a group of its own (docs/SECURITY.md, "Which keychaind a client talks
 // to"). It keeps that group as its saved group alone, named only in its greetings' credentials: everything else
-// (files, /proc, pinentry and whatever else it starts) is done with the user's group, from the first instruction.
+// (files, /proc, pinentry and whatever else it starts) is done with the user's group, from the first line of
+// keychaind's own code (only the C library's and the Swift runtime's start run before, with the group effective).
 var startedWithGroup = gid_t.max
 guard ckeychain_keep_group_saved_only(&startedWithGroup) == 0 else {
     let line = Array("keychaind: cannot set its groups (errno \(errno))\n".utf8)

@@ -129,7 +129,9 @@ struct InstalledDaemonTests {
         let (daemon, client) = Self.pair()
         defer { close(daemon); close(client) }
         let foreign = getgid() &+ 4242
-        #expect(Self.sendGreeting(daemon, group: foreign) == -1)
-        #expect(errno == EPERM)
+        let sent = Self.sendGreeting(daemon, group: foreign)
+        let error = errno
+        #expect(sent == -1)
+        #expect(error == EPERM)
     }
 }

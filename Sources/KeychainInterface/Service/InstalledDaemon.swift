@@ -35,13 +35,37 @@ public struct InstalledDaemon: Equatable, Sendable {
         return besideThisProgram ?? at("/usr/bin/keychaind") ?? at("/usr/local/bin/keychaind")
     }()
 
-    /// `path` as an installed keychaind, or nil when it is not one (missing, not set-group-ID, or changeable by
-    /// someone other than root: a build of one's own proves nothing, and nothing is asked of it).
+    /// `path` as an installed keychaind, or nil when it is not one: missing, not set-group-ID, changeable by someone
+    /// other than root (a build of one's own proves nothing, and nothing is asked of it), on a file system mounted
+    /// nosuid (the kernel would not give it the group: it could never prove itself), or of a group that has members
+    /// (any of them could name the group too).
     public static func at(_ path: String) -> InstalledDaemon? {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_mode & S_ISGID != 0,
               info.st_mode & 0o010 != 0, info.st_gid != 0, ProtectedPath.isProtected(path) else { return nil }
+        var fileSystem = statvfs()
+        guard statvfs(path, &fileSystem) == 0, fileSystem.f_flag & UInt(ST_NOSUID) == 0 else { return nil }
+        guard groupHasNoMembers(info.st_gid) else { return nil }
         return InstalledDaemon(path: path, group: info.st_gid)
+    }
+
+    /// Whether the group's entry lists no member (a user whose primary group it is would not be listed; the
+    /// installers make it a system group that no user has).
+    static func groupHasNoMembers(_ group: gid_t) -> Bool {
+        var entry = Glibc.group()
+        var result: UnsafeMutablePointer<Glibc.group>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getgrgid_r(group, &entry, &buffer, buffer.count, &result) == 0, let found = result?.pointee else {
+            return false  // no such group, or none readable: nothing the installers made
+        }
+        return found.gr_mem == nil || found.gr_mem[0] == nil
+    }
+
+    /// Whether this process is an installed keychaind running with its group kept (as the saved group alone): its
+    /// environment then came from whoever started it, maybe a program of the user, and is trusted less.
+    public static var thisProcessKeepsItsGroup: Bool {
+        var real = gid_t(0), effective = gid_t(0), saved = gid_t(0)
+        return getresgid(&real, &effective, &saved) == 0 && saved != real
     }
 
     private static let ownExecutable: String? = {

@@ -39,7 +39,8 @@ public final class RemoteKeychainService: KeychainService {
         let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw KeychainError(.io, "cannot make a socket (errno \(errno))") }
         // Installed, this program talks only to the installed keychaind, known by the group the kernel lets it name
-        // in its greeting's credentials; those come only to a socket that asked for them before anything arrived.
+        // in its greeting's credentials, which the socket asks to receive (bytes that came without any read as
+        // pid 0, and are refused).
         let installed = InstalledDaemon.expected
         if installed != nil, ckeychain_pass_credentials(fd) != 0 {
             Glibc.close(fd)

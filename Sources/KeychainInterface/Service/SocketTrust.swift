@@ -55,7 +55,7 @@ enum SocketTrust {
         var gid: gid_t
     }
 
-    /// Reads the greeting's frame (at most 4 KiB) and nothing after it; nil when the peer ended first.
+    /// Reads the greeting's frame (at most 16 KiB) and nothing after it; nil when the peer ended first.
     static func receiveGreeting(on fd: Int32) throws(WireError) -> Greeting? {
         var sender: (pid: pid_t, uid: uid_t, gid: gid_t)?
         var mixed = false
@@ -83,7 +83,7 @@ enum SocketTrust {
         }
         guard let header = try read(4, allowEnd: true) else { return nil }
         let length = header.reduce(0) { Int($0) << 8 | Int($1) }
-        guard length <= 4096 else { throw .tooLarge(length) }
+        guard length <= 16_384 else { throw .tooLarge(length) }  // three paths of up to 4,096 bytes each
         let bytes = length == 0 ? [] : try read(length, allowEnd: false) ?? []
         guard let sender, !mixed else { return Greeting(bytes: bytes, pid: 0, uid: uid_t.max, gid: gid_t.max) }
         return Greeting(bytes: bytes, pid: sender.pid, uid: sender.uid, gid: sender.gid)
@@ -94,6 +94,15 @@ enum SocketTrust {
     /// relays the real keychaind's greeting, not a copy of keychaind, not keychaind started under a tracer).
     static func checkSender(of greeting: Greeting, installed: InstalledDaemon, socket: URL) throws(KeychainError) {
         guard greeting.pid > 0, greeting.uid == getuid(), greeting.gid == installed.group else {
+            // A keychaind still running from before an upgrade (an older protocol) had no group to show.
+            if greeting.pid > 0, greeting.bytes.count >= 4, Array(greeting.bytes.prefix(3)) == Array("KCW".utf8),
+               Int(greeting.bytes[3]) != keychainProtocolVersion
+            {
+                throw KeychainError(.internalComponent, "\(socket.path) is served by process \(greeting.pid), which speaks "
+                                    + "keychaind's protocol \(greeting.bytes[3]), not \(keychainProtocolVersion): a keychaind "
+                                    + "from before an upgrade, or not the installed one (\(installed.path)). Nothing was "
+                                    + "sent; end it (kill \(greeting.pid)) and try again")
+            }
             let who = greeting.pid > 0 ? "process \(greeting.pid)" : "a process that sent no credentials"
             let advice = greeting.pid > 0 ? "end it (kill \(greeting.pid)) and try again" : "end whatever listens there and try again"
             throw KeychainError(.internalComponent, "\(socket.path) is served by a program that is not the installed "
