@@ -53,8 +53,15 @@ int ckeychain_keep_only_real_group(void) {
     if (getresgid(&r, &e, &saved) != 0 || r != real || e != real || saved != real) { errno = EPERM; return -1; }
     return 0;
 }
+
+int ckeychain_keeps_saved_group(void) {
+    gid_t r, e, saved;
+    return getresgid(&r, &e, &saved) == 0 && saved != r;
+}
 #else
 int ckeychain_keep_group_saved_only(gid_t *kept) { *kept = (gid_t)-1; return 0; }
+
+int ckeychain_keeps_saved_group(void) { return 0; }
 
 int ckeychain_keep_only_real_group(void) { return 0; }
 #endif
@@ -233,6 +240,8 @@ ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length,
     return n;
 }
 
+int ckeychain_accept_cloexec(int socket) { return accept4(socket, NULL, NULL, SOCK_CLOEXEC); }
+
 int ckeychain_queued_bytes(int socket) {
     int queued = 0;
     if (ioctl(socket, FIONREAD, &queued) != 0) return -1;
@@ -249,6 +258,7 @@ ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, g
 ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid, gid_t *gid) {
     (void)socket; (void)buffer; (void)length; *pid = 0; *uid = (uid_t)-1; *gid = (gid_t)-1; errno = ENOSYS; return -1;
 }
+int ckeychain_accept_cloexec(int socket) { (void)socket; errno = ENOSYS; return -1; }
 int ckeychain_queued_bytes(int socket) { (void)socket; errno = ENOSYS; return -1; }
 #endif
 

@@ -169,7 +169,7 @@ public final class KeychainDaemonServer: Sendable {
     func accept(on fd: Int32, until stopped: DispatchSemaphore) {
         while true {
             // Close-on-exec from the start: no program keychaind starts (pinentry) inherits a client's connection.
-            let client = accept4(fd, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
+            let client = ckeychain_accept_cloexec(fd)
             if client < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 // Out of descriptors or memory: a resource error, never a reason to stop serving. The connection

@@ -36,9 +36,16 @@ struct InstalledDaemonTests {
           .enabled(if: geteuid() == 0))
     func installedOnlyWhenRootsAndSetGroupID() throws {
         let directory = try RootDirectory()
-        let group: gid_t = 4242
+        // A group of the system with no member, as the installers make keychaind's.
+        let group = try #require(Self.groups().first { $0.gid != 0 && $0.members.isEmpty }?.gid)
         #expect(InstalledDaemon.at(directory.file("keychaind", mode: 0o2755, group: group))
                 == InstalledDaemon(path: "\(directory.path)/keychaind", group: group))
+        #expect(InstalledDaemon.at(directory.file("unknown-group", mode: 0o2755, group: 4_242_424)) == nil,
+                "a group nobody made")
+        if let shared = Self.groups().first(where: { $0.gid != 0 && !$0.members.isEmpty })?.gid {
+            #expect(InstalledDaemon.at(directory.file("shared-group", mode: 0o2755, group: shared)) == nil,
+                    "a group with members: any of them could name it")
+        }
         #expect(InstalledDaemon.at(directory.file("plain", mode: 0o755, group: group)) == nil, "not set-group-ID")
         #expect(InstalledDaemon.at(directory.file("unrunnable", mode: 0o2744, group: group)) == nil,
                 "set-group-ID without the group's execute bit means mandatory locking, not a group to run with")
@@ -50,6 +57,23 @@ struct InstalledDaemonTests {
         chmod(directory.path, 0o777)
         #expect(InstalledDaemon.at("\(directory.path)/keychaind") == nil, "its directory is anyone's")
         #expect(InstalledDaemon.at("\(directory.path)/missing") == nil)
+    }
+
+    /// The system's groups and their members (getgrent).
+    static func groups() -> [(gid: gid_t, members: [String])] {
+        setgrent()
+        defer { endgrent() }
+        var all: [(gid: gid_t, members: [String])] = []
+        while let entry = getgrent()?.pointee {
+            var members: [String] = []
+            var index = 0
+            while let member = entry.gr_mem?[index] {
+                members.append(String(cString: member))
+                index += 1
+            }
+            all.append((entry.gr_gid, members))
+        }
+        return all
     }
 
     @Test("a keychaind built by hand (the tests' own, beside this test program) asks nothing of the greeting's group")

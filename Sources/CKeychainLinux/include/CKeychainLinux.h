@@ -36,6 +36,9 @@ char *const *ckeychain_environment(void);
 /// when not started set-group-ID. Returns 0, or -1 with errno set.
 int ckeychain_keep_group_saved_only(gid_t *kept);
 
+/// 1 when this process's saved group differs from its real one (a set-group-ID program that kept its group), else 0.
+int ckeychain_keeps_saved_group(void);
+
 /// The real group as effective and saved group too (setresgid, every thread): a program started set-group-ID that
 /// no longer needs the group. Returns 0, or -1 with errno set when it could not be given up entirely.
 int ckeychain_keep_only_real_group(void);
@@ -71,6 +74,9 @@ ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, g
 
 /// ``ckeychain_recv_with_sender`` that also reports the sender's group. `*pid` is 0 when no credentials came.
 ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// accept4(2) with SOCK_CLOEXEC (which Swift's Glibc module does not declare: it needs _GNU_SOURCE).
+int ckeychain_accept_cloexec(int socket);
 
 /// How many bytes are queued to be read on `socket` (FIONREAD), or -1 with errno set.
 int ckeychain_queued_bytes(int socket);

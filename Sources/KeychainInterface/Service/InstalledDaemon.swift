@@ -1,3 +1,5 @@
+import CKeychainLinux
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -63,10 +65,7 @@ public struct InstalledDaemon: Equatable, Sendable {
 
     /// Whether this process is an installed keychaind running with its group kept (as the saved group alone): its
     /// environment then came from whoever started it, maybe a program of the user, and is trusted less.
-    public static var thisProcessKeepsItsGroup: Bool {
-        var real = gid_t(0), effective = gid_t(0), saved = gid_t(0)
-        return getresgid(&real, &effective, &saved) == 0 && saved != real
-    }
+    public static var thisProcessKeepsItsGroup: Bool { ckeychain_keeps_saved_group() == 1 }
 
     private static let ownExecutable: String? = {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
