@@ -69,7 +69,7 @@ public enum KeychainBackend {
     static func connectStartingDaemon(locations: KeychainLocations, environment: [String: String])
         throws(KeychainError) -> RemoteKeychainService
     {
-        if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, environment: environment) { return remote }
+        if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, serving: locations, environment: environment) { return remote }
         var start = try startDaemon(environment: environment)
         // A daemon that was killed a moment ago may still hold its single-instance lock while it ends ("running"
         // but no answer): start another every second until one answers, for up to 15 s.
@@ -77,7 +77,7 @@ public enum KeychainBackend {
             if case .failed(let reason) = start {
                 throw KeychainError(.notAvailable, "keychaind did not start (\(locations.daemonSocket.path)): \(reason)")
             }
-            if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, environment: environment) { return remote }
+            if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, serving: locations, environment: environment) { return remote }
             usleep(20_000)
             if attempt % 50 == 0 { start = try startDaemon(environment: environment) }
         }

@@ -28,8 +28,9 @@ public final class RemoteKeychainService: KeychainService {
     }
 
     /// Connects to the daemon at `socket`; nil when none answers there. `environment` tells where this client's user
-    /// can be asked (``currentSession(environment:)``).
-    public static func connect(to socket: URL,
+    /// can be asked (``currentSession(environment:)``); `locations` (by default those of `environment`), which
+    /// directories an installed keychaind must say it serves.
+    public static func connect(to socket: URL, serving locations: KeychainLocations? = nil,
                                environment: [String: String] = ProcessEnvironment.current())
         throws(KeychainError) -> RemoteKeychainService?
     {
@@ -102,7 +103,7 @@ public final class RemoteKeychainService: KeychainService {
                 throw KeychainError(.internalComponent, error.message)
             }
             if installed != nil {
-                let own = KeychainLocations.current(environment: environment).servedDirectories
+                let own = (locations ?? KeychainLocations.current(environment: environment)).servedDirectories
                 guard served == own else {
                     throw KeychainError(.internalComponent, "the keychaind on \(socket.path) serves the keychains in "
                                         + "\(served.first ?? "?"), not this program's (\(own[0])): it was started with other "
