@@ -166,29 +166,8 @@ int ckeychain_pass_credentials(int socket) {
 }
 
 ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid) {
-    union {
-        struct cmsghdr align;
-        char bytes[CMSG_SPACE(sizeof(struct ucred))];
-    } control;
-    struct iovec io = {.iov_base = buffer, .iov_len = length};
-    struct msghdr message = {0};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control.bytes;
-    message.msg_controllen = sizeof(control.bytes);
-    *pid = 0;
-    *uid = (uid_t)-1;
-    ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-    if (n <= 0) return n;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c != NULL; c = CMSG_NXTHDR(&message, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
-            struct ucred cred;
-            memcpy(&cred, CMSG_DATA(c), sizeof cred);
-            *pid = cred.pid;
-            *uid = cred.uid;
-        }
-    }
-    return n;
+    gid_t gid;
+    return ckeychain_recv_with_credentials(socket, buffer, length, pid, uid, &gid);
 }
 
 ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, gid_t group) {

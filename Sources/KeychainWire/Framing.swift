@@ -90,10 +90,18 @@ public enum Framing {
     }
 
     private static func readExactly(_ count: Int, _ fd: Int32, allowEnd: Bool) throws(WireError) -> [UInt8]? {
+        try readExactly(count, allowEnd: allowEnd) { recv(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// Reads `count` bytes with `read` (a recv(2) into the buffer it is given: bytes read, 0 at the end, or -1 with
+    /// errno set), retrying on EINTR; nil when the stream ended before the first byte and `allowEnd`.
+    public static func readExactly(_ count: Int, allowEnd: Bool, using read: (UnsafeMutableRawBufferPointer) -> Int)
+        throws(WireError) -> [UInt8]?
+    {
         var out = [UInt8](repeating: 0, count: count)
         var offset = 0
         while offset < count {
-            let n = out[offset...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = out[offset...].withUnsafeMutableBytes { read($0) }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw .truncated

@@ -60,26 +60,15 @@ enum SocketTrust {
         var sender: (pid: pid_t, uid: uid_t, gid: gid_t)?
         var mixed = false
         func read(_ count: Int, allowEnd: Bool) throws(WireError) -> [UInt8]? {
-            var out = [UInt8](repeating: 0, count: count)
-            var offset = 0
-            while offset < count {
+            try Framing.readExactly(count, allowEnd: allowEnd) { buffer in
                 var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
-                let n = out[offset...].withUnsafeMutableBytes {
-                    ckeychain_recv_with_credentials(fd, $0.baseAddress, $0.count, &pid, &uid, &gid)
-                }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw .truncated
-                }
-                if n == 0 {
-                    if allowEnd && offset == 0 { return nil }
-                    throw .truncated
-                }
+                let n = ckeychain_recv_with_credentials(fd, buffer.baseAddress, buffer.count, &pid, &uid, &gid)
                 // Every piece must come from the same sender with the same credentials.
-                if let known = sender { mixed = mixed || known != (pid, uid, gid) } else { sender = (pid, uid, gid) }
-                offset += n
+                if n > 0 {
+                    if let known = sender { mixed = mixed || known != (pid, uid, gid) } else { sender = (pid, uid, gid) }
+                }
+                return n
             }
-            return out
         }
         guard let header = try read(4, allowEnd: true) else { return nil }
         let length = header.reduce(0) { Int($0) << 8 | Int($1) }
