@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # The access log's cost (docs/ACCESS-LOG.md): the same load against a keychaind without the log and one with it,
-# side by side, alternating, RUNS times each: the find round trip from one client and the mixed throughput of
-# CLIENTS clients (DaemonLoad, release builds, a scratch home per run).
+# side by side, alternating, RUNS times each: the find round trip from one client, the mixed throughput of
+# CLIENTS clients, and keychaind's CPU time for the whole run (DaemonLoad, release builds, a scratch home per run).
 #   Benchmarks/daemon/access-log.sh OLD_KEYCHAIND NEW_KEYCHAIND [RUNS=5] [ITEMS=1000] [CLIENTS=8] [REQUESTS=2000]
-# OLD_KEYCHAIND: a release keychaind from before the log, e.g.
-#   git worktree add /tmp/before 556cac3 && swift build --package-path /tmp/before -c release --product keychaind
+# OLD_KEYCHAIND: a release keychaind without the log, built the same way from the same commit with
+# Benchmarks/daemon/without-access-log.patch applied (the only difference then is the log; a commit from before the
+# log also differs in everything done since, and speaks an older protocol than DaemonLoad), e.g.
+#   git worktree add /tmp/nolog HEAD && swift build --package-path /tmp/nolog -c release --static-swift-stdlib \
+#     --product keychaind && cp /tmp/nolog/.build/release/keychaind /tmp/keychaind-with-log &&
+#   patch -d /tmp/nolog -p1 < Benchmarks/daemon/without-access-log.patch && swift build --package-path /tmp/nolog \
+#     -c release --static-swift-stdlib --product keychaind   # OLD: /tmp/nolog/.build/release/keychaind
 set -euo pipefail
 old="$1" new="$2" runs="${3:-5}" items="${4:-1000}" clients="${5:-8}" requests="${6:-2000}"
 cd "$(dirname "$0")/../.."
 (cd Benchmarks && swift build -c release --product DaemonLoad >/dev/null)
 load="$(cd Benchmarks && swift build -c release --show-bin-path)/DaemonLoad"
 
-one() {  # one NAME DAEMON: one run in a scratch home; prints "NAME find-p50-µs calls-per-second"
+one() {  # one NAME DAEMON: one run in a scratch home; prints "NAME find-p50-µs calls-per-second keychaind-cpu-ms"
     local home
     home="$(mktemp -d)"
     mkdir -p -m 700 "$home/run"
@@ -21,10 +26,14 @@ one() {  # one NAME DAEMON: one run in a scratch home; prints "NAME find-p50-µs
         setsid -f "$2" >/dev/null 2>&1
         for _ in $(seq 1 200); do ls "$home"/run/keychain/*.sock >/dev/null 2>&1 && break; sleep 0.05; done
         out="$("$load" "$items" "$clients" "$requests")"
-        kill "$(cat "$home"/run/keychain/*.sock.lock)" 2>/dev/null || true
+        pid="$(cat "$home"/run/keychain/*.sock.lock)"
+        # keychaind's own CPU time for the whole run (the kernel's count in nanoseconds, every thread): the same
+        # work in both, so the ratio is what the log costs keychaind, free of the wall clock's noise.
+        cpu="$(awk '{printf "%d", $1 / 1000000}' "/proc/$pid/schedstat")"
+        kill "$pid" 2>/dev/null || true
         p50="$(sed -n 's/^find round trip.*p50 \([0-9]*\) µs.*/\1/p' <<<"$out")"
         rate="$(sed -n 's/.* \([0-9]*\) requests\/s.*/\1/p' <<<"$out" | head -1)"
-        echo "$1 $p50 $rate"
+        echo "$1 $p50 $rate $cpu"
     )
     sleep 0.3
     rm -rf "$home"
@@ -33,9 +42,9 @@ one() {  # one NAME DAEMON: one run in a scratch home; prints "NAME find-p50-µs
 results="$(for _ in $(seq 1 "$runs"); do one before "$old"; one after "$new"; done)"
 echo "$results"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-for column in 2 3; do
+for column in 2 3 4; do
     b="$(awk -v c=$column '$1=="before" {print $c}' <<<"$results" | median)"
     a="$(awk -v c=$column '$1=="after" {print $c}' <<<"$results" | median)"
-    name=$([ $column = 2 ] && echo "find round trip p50 (µs)" || echo "mixed calls/s")
+    name=$(case $column in 2) echo "find round trip p50 (µs)" ;; 3) echo "mixed calls/s" ;; 4) echo "keychaind CPU time (ms)" ;; esac)
     echo "$name: before $b, after $a, ratio $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a/b}')"
 done
