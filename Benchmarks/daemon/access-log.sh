@@ -27,9 +27,10 @@ one() {  # one NAME DAEMON: one run in a scratch home; prints "NAME find-p50-µs
         for _ in $(seq 1 200); do ls "$home"/run/keychain/*.sock >/dev/null 2>&1 && break; sleep 0.05; done
         out="$("$load" "$items" "$clients" "$requests")"
         pid="$(cat "$home"/run/keychain/*.sock.lock)"
-        # keychaind's own CPU time for the whole run (the kernel's count in nanoseconds, every thread): the same
-        # work in both, so the ratio is what the log costs keychaind, free of the wall clock's noise.
-        cpu="$(awk '{printf "%d", $1 / 1000000}' "/proc/$pid/schedstat")"
+        # keychaind's own CPU time for the whole run (utime + stime of /proc/PID/stat: every thread, ended ones
+        # included, in clock ticks): the same work in both, so the ratio is what the log costs keychaind, free of
+        # the wall clock's noise.
+        cpu="$(sed 's/.*) //' "/proc/$pid/stat" | awk -v hz="$(getconf CLK_TCK)" '{printf "%d", ($12 + $13) * 1000 / hz}')"
         kill "$pid" 2>/dev/null || true
         p50="$(sed -n 's/^find round trip.*p50 \([0-9]*\) µs.*/\1/p' <<<"$out")"
         rate="$(sed -n 's/.* \([0-9]*\) requests\/s.*/\1/p' <<<"$out" | head -1)"
