@@ -85,11 +85,13 @@ struct DaemonTests {
             return names.contains { $0.hasSuffix(".sock") }
         }
 
-        /// Stops the daemon (SIGTERM) and waits for it to remove its socket.
+        /// Stops the daemon (SIGTERM) and waits for it to remove its socket, then for it to end: it removes the
+        /// socket first (no new client reaches it) and closes its keychains after, so the two are not one instant.
         func stopDaemon() {
             guard let pid = daemonPID else { return }
             kill(pid, SIGTERM)
             for _ in 0..<200 where socketExists { usleep(10_000) }
+            for _ in 0..<500 where kill(pid, 0) == 0 && !isZombie(pid) { usleep(10_000) }
         }
 
         func cleanUp() {
