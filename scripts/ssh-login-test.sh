@@ -9,7 +9,9 @@
 # auth in a process of its own, whose kept password never reaches the session; docs/HEADLESS.md); in that session `security`, git through the helper and
 # secret-tool through the Secret Service (on a session bus of its own, keychaind started by D-Bus activation) store
 # and read; keychaind is stopped and a second login unlocks the keychain again; a question with nobody to ask (no
-# terminal, no display) fails at once with errSecInteractionNotAllowed.
+# terminal, no display) fails at once with errSecInteractionNotAllowed; with a terminal (ssh -t, driven through tmux)
+# the question is asked on the SSH session's terminal, where Deny and Allow are answered, but only on a kernel that
+# refuses TIOCSTI (the check sets dev.tty.legacy_tiocsti and puts it back; utmp is made if the machine has none).
 #
 #   sudo scripts/ssh-login-test.sh BIN_DIR PAM_MODULE      (exit 77: skipped, no sshd here)
 #     BIN_DIR      where security, keychaind and git-credential-keychain are (root's, e.g. /usr/bin)
@@ -42,6 +44,11 @@ if id "$user" >/dev/null 2>&1; then echo "ssh-login-test.sh: user $user exists a
 if [ -e "/etc/pam.d/$service" ]; then echo "ssh-login-test.sh: /etc/pam.d/$service exists already; not touching it" >&2; exit 1; fi
 made_run_sshd=0
 [ -d /run/sshd ] || made_run_sshd=1
+# utmp, where sshd records a session's terminal as its login terminal (keychaind asks only on such a terminal):
+# a booted system has it from boot (systemd-update-utmp); a container may not, and then it is made for the test.
+made_utmp=0
+tiocsti_was=""
+[ -e /var/run/utmp ] || made_utmp=1
 cleanup() {  # only what this script made
     if [ -n "$sshd_pid" ]; then kill "$sshd_pid" 2>/dev/null || true; wait "$sshd_pid" 2>/dev/null || true; fi
     if id "$user" >/dev/null 2>&1; then
@@ -52,11 +59,16 @@ cleanup() {  # only what this script made
         userdel "$user" 2>/dev/null || true
         rm -rf "/tmp/keychain-$uid"  # keychaind's directory where there is no XDG_RUNTIME_DIR
     fi
+    if command -v tmux >/dev/null; then tmux -L "kc-ssh-$$" -f /dev/null kill-server 2>/dev/null || true; fi
     rm -f "/etc/pam.d/$service"
     [ "$made_run_sshd" = 0 ] || rmdir /run/sshd 2>/dev/null || true
+    [ "$made_utmp" = 0 ] || rm -f /var/run/utmp
+    [ -z "$tiocsti_was" ] || echo "$tiocsti_was" > /proc/sys/dev/tty/legacy_tiocsti 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
+
+if [ "$made_utmp" = 1 ]; then install -m 664 -o root -g utmp /dev/null /var/run/utmp; fi
 
 # The user, with a password and nothing else.
 useradd -M -d "$home" -s /bin/bash "$user"
@@ -169,6 +181,93 @@ nobody_to_ask() {
     [ "$status" = 36 ] && [ "$elapsed" -lt 10 ] && ! grep -q secret-of-nobody "$work/asks.out"
 }
 check "with no terminal and no display, no question: errSecInteractionNotAllowed (exit 36) at once" nobody_to_ask
+
+# 5. A terminal (ssh -t): the question goes to the SSH session's own terminal (sshd records it in utmp as the
+#    session's login terminal), where pinentry asks; the person at the SSH client answers. The client's terminal is a
+#    tmux pane of its own server here; the buttons are pinentry's (Allow, Always Allow, Deny).
+if command -v tmux >/dev/null; then
+    tmux_socket="kc-ssh-$$"
+    tmuxc() { tmux -L "$tmux_socket" -f /dev/null "$@"; }
+    # ask_on_terminal BUTTON: in a new SSH session with a terminal, reads the item that trusts no program and
+    # answers pinentry's question with BUTTON; prints the session's screen once it ended.
+    ask_on_terminal() {
+        local button="$1" screen="" styled before i
+        tmuxc kill-server 2>/dev/null || true
+        tmuxc new-session -d -s asks -x 100 -y 30 \
+            "SSH_ASKPASS='$work/askpass' SSH_ASKPASS_REQUIRE=force DISPLAY= ssh -t -F /dev/null -p $port \
+             -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+             -o PreferredAuthentications=password -o NumberOfPasswordPrompts=1 $user@127.0.0.1 \
+             'export PATH=$bin:\$PATH; security find-generic-password -a other -s asks.example -w; echo session-exit=\$?'; \
+             sleep 120"
+        # The dialog is drawn once its buttons show; then Tab moves the focus (reverse video) to BUTTON.
+        for _ in $(seq 600); do
+            screen="$(tmuxc capture-pane -p -t asks 2>/dev/null || true)"
+            [[ "$screen" == *"<Deny>"* || "$screen" == *session-exit=* ]] && break
+            sleep 0.1
+        done
+        if [[ "$screen" == *"<Deny>"* ]]; then
+            echo "  asked on the SSH terminal: $(grep -o 'security[^.]*' <<< "$screen" | head -1)"
+            for i in $(seq 8); do
+                styled="$(tmuxc capture-pane -e -p -t asks)"
+                before="$(grep -o $'\e\\[7m<[^>]*>' <<< "$styled" | head -1 | sed $'s/\e\\[7m//')"
+                [ "$before" = "<$button>" ] && break
+                tmuxc send-keys -t asks Tab
+                for _ in $(seq 100); do
+                    styled="$(tmuxc capture-pane -e -p -t asks)"
+                    [ "$(grep -o $'\e\\[7m<[^>]*>' <<< "$styled" | head -1 | sed $'s/\e\\[7m//')" != "$before" ] && break
+                    sleep 0.1
+                done
+            done
+            tmuxc send-keys -t asks Enter
+            for _ in $(seq 600); do
+                screen="$(tmuxc capture-pane -p -t asks 2>/dev/null || true)"
+                [[ "$screen" == *session-exit=* ]] && break
+                sleep 0.1
+            done
+        fi
+        tmuxc kill-server 2>/dev/null || true
+        printf '%s\n' "$screen"
+    }
+    asked_on_ssh_terminal_deny() {
+        local screen
+        screen="$(ask_on_terminal Deny)"
+        echo "  $(grep -E 'asked on|session-exit=' <<< "$screen" | tr '\n' ' ')"
+        [[ "$screen" == *"asked on the SSH terminal"* ]] && [[ "$screen" == *session-exit=51* ]] \
+            && [[ "$screen" != *secret-of-nobody* ]]
+    }
+    asked_on_ssh_terminal_allow() {
+        local screen
+        screen="$(ask_on_terminal Allow)"
+        echo "  $(grep -E 'asked on|session-exit=' <<< "$screen" | tr '\n' ' ')"
+        [[ "$screen" == *"asked on the SSH terminal"* ]] && [[ "$screen" == *session-exit=0* ]] \
+            && grep -qx secret-of-nobody <<< "$(tr -d '\r' <<< "$screen")"
+    }
+    not_asked_where_typing_is_allowed() {
+        local screen
+        screen="$(ask_on_terminal Allow)"
+        echo "  $(grep -E 'asked on|session-exit=' <<< "$screen" | tr '\n' ' ')"
+        [[ "$screen" != *"asked on the SSH terminal"* ]] && [[ "$screen" == *session-exit=36* ]] \
+            && [[ "$screen" != *secret-of-nobody* ]]
+    }
+    # A kernel that lets any program on a terminal type into it (TIOCSTI, dev.tty.legacy_tiocsti = 1, the default
+    # before Linux 6.2 and on many kernels since) would let the asking program answer the question on its own
+    # terminal: there keychaind asks nothing on a terminal. The setting is the machine's; it is put back at the end.
+    tiocsti=/proc/sys/dev/tty/legacy_tiocsti
+    if [ -w "$tiocsti" ] && tiocsti_was="$(cat "$tiocsti")" && echo 1 > "$tiocsti" 2>/dev/null; then
+        check "ssh -t where programs may type into terminals (legacy_tiocsti = 1): no question, exit 36" \
+            not_asked_where_typing_is_allowed
+        echo 0 > "$tiocsti"
+    fi
+    if [ "$(cat "$tiocsti" 2>/dev/null)" = 0 ]; then
+        check "ssh -t: the question is asked on the SSH session's terminal; Deny refuses (errSecAuthFailed, exit 51)" \
+            asked_on_ssh_terminal_deny
+        check "ssh -t: Allow on the SSH session's terminal reads the item" asked_on_ssh_terminal_allow
+    else
+        echo "skip the questions on an SSH terminal: this kernel lets programs type into terminals (legacy_tiocsti)"
+    fi
+else
+    echo "skip the questions on an SSH terminal (tmux missing)"
+fi
 
 if [ "$failures" -gt 0 ]; then
     echo "ssh-login-test.sh: $failures checks failed; sshd's log:"
