@@ -58,6 +58,7 @@ let package = Package(
             name: "KeychainStorage",
             dependencies: [
                 "KeychainCore",
+                "KeychainThreads",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -282,7 +283,7 @@ let package = Package(
         .testTarget(
             name: "KeychainStorageTests",
             dependencies: [
-                "KeychainCore", "KeychainStorage", "KeychainClient", "KeychainTestSupport",
+                "KeychainCore", "KeychainStorage", "KeychainClient", "KeychainTestSupport", "KeychainThreads",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

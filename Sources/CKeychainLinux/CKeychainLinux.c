@@ -320,3 +320,24 @@ int ckeychain_wake_open(void) { errno = ENOSYS; return -1; }
 int ckeychain_wake(int fd) { (void)fd; errno = ENOSYS; return -1; }
 void ckeychain_drain(int fd) { (void)fd; }
 #endif
+
+#if defined(__linux__)
+#include <poll.h>
+#include <sys/syscall.h>
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434  /* the same number on every architecture */
+#endif
+
+int ckeychain_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+int ckeychain_pidfd_exited(int pidfd) {
+    struct pollfd watched = { .fd = pidfd, .events = POLLIN, .revents = 0 };
+    int ready;
+    do { ready = poll(&watched, 1, 0); } while (ready < 0 && errno == EINTR);
+    if (ready < 0) return -1;
+    return ready > 0 ? 1 : 0;
+}
+#else
+int ckeychain_pidfd_open(pid_t pid) { (void)pid; errno = ENOSYS; return -1; }
+int ckeychain_pidfd_exited(int pidfd) { (void)pidfd; errno = ENOSYS; return -1; }
+#endif

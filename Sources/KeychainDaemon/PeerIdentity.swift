@@ -197,37 +197,60 @@ public struct PeerIdentity: Sendable, Hashable {
 /// The /proc files of one identified process, kept open for the checks made at each of its requests: two reads,
 /// no path lookups. A descriptor of /proc/PID belongs to the process, not to its number: once the process has
 /// exited, reads fail (ESRCH) even if another process got the pid.
+///
+/// Where the kernel has pidfds (Linux 5.3), whether the process still runs is asked of one instead of reading its
+/// start time again: a poll, where /proc/PID/stat is text the kernel builds for every read (a tenth of keychaind's
+/// work per find went to the checks of each request).
 final class ProcessWatch: Sendable {
     let peer: PeerIdentity
+    /// Names the identified process for as long as this watch lives; -1 where pidfds are not available.
+    private let pidfd: Int32
+    /// /proc/PID/stat, kept only where there is no pidfd.
     private let stat: Int32
     private let status: Int32
 
     /// Nil when the process's files cannot be opened, or it is not the process `peer` names any more.
     init?(_ peer: PeerIdentity) {
+        // The pidfd is opened before the start time is compared: when it matches, the identified process was alive
+        // then, so it was alive at the open too, and the pidfd is its own.
+        let pidfd = ckeychain_pidfd_open(peer.pid)
         let stat = open("/proc/\(peer.pid)/stat", O_RDONLY | O_CLOEXEC)
         let status = open("/proc/\(peer.pid)/status", O_RDONLY | O_CLOEXEC)
         guard stat >= 0, status >= 0, let start = PeerIdentity.startTime(statFile: stat), start == peer.startTime else {
-            if stat >= 0 { close(stat) }
-            if status >= 0 { close(status) }
+            for fd in [pidfd, stat, status] where fd >= 0 { close(fd) }
             return nil
         }
         self.peer = peer
-        self.stat = stat
+        self.pidfd = pidfd
         self.status = status
+        if pidfd >= 0 {
+            close(stat)
+            self.stat = -1
+        } else {
+            self.stat = stat
+        }
     }
 
     deinit {
-        close(stat)
-        close(status)
+        for fd in [pidfd, stat, status] where fd >= 0 { close(fd) }
+    }
+
+    /// Whether the checks ask a pidfd (else they read /proc/PID/stat).
+    var watchesThroughPidfd: Bool { pidfd >= 0 }
+
+    /// Whether the identified process still runs (not exited, its pid not taken by another).
+    private func isAlive() -> Bool {
+        if pidfd >= 0 { return ckeychain_pidfd_exited(pidfd) == 0 }
+        return PeerIdentity.startTime(statFile: stat) == peer.startTime
     }
 
     /// As ``PeerIdentity/isStillSameProgram()``: the executable is read first, then the process is seen alive
-    /// through its own descriptor (so the path read was still its own).
+    /// (so the path read was still its own).
     func isStillSameProgram() -> Bool {
         let now = PeerIdentity.executable(of: peer.pid)
-        guard let start = PeerIdentity.startTime(statFile: stat), start == peer.startTime else { return false }
+        guard isAlive() else { return false }
         // Hidden (non-dumpable): and still alive after that look, so the look was at this process.
-        guard let now else { return PeerIdentity.isHidden(peer.pid) && PeerIdentity.startTime(statFile: stat) == start }
+        guard let now else { return PeerIdentity.isHidden(peer.pid) && isAlive() }
         return now == peer.executable
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainInterface
+import KeychainTestSupport
 import Testing
 @testable import KeychainDaemon
 
@@ -55,6 +56,31 @@ struct ProcessWatchTests {
         }
         other.pid = live.pid
         #expect(ProcessWatch(other) == nil)
+    }
+
+    @Test("an exited process not yet waited for (a zombie, whose /proc/PID/stat still reads) is not the same program; the watch asks a pidfd where the kernel has them")
+    func zombieIsNotTheSame() throws {
+        let child = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])
+        let peer = try #require(PeerIdentity.of(pid: child.pid, uid: getuid()))
+        let watch = try #require(ProcessWatch(peer))
+        var kernel = utsname()
+        uname(&kernel)
+        let release = withUnsafeBytes(of: kernel.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let version = release.split(separator: ".").prefix(2).compactMap { Int($0.prefix { $0.isNumber }) }
+        if version.count == 2, (version[0], version[1]) >= (5, 3) { #expect(watch.watchesThroughPidfd, "\(release)") }
+        #expect(watch.isStillSameProgram())
+        kill(child.pid, SIGKILL)
+        // Exited, not reaped: the pid is still the child's and its stat file still reads.
+        var zombie = false
+        for _ in 0..<200 where !zombie {
+            usleep(10_000)
+            zombie = isZombie(child.pid)
+        }
+        #expect(zombie)
+        #expect(PeerIdentity.startTime(of: child.pid) == peer.startTime)
+        #expect(!watch.isStillSameProgram())
+        _ = child.wait()
+        #expect(!watch.isStillSameProgram())
     }
 
     @Test("an offender's new connections are turned away for a while that doubles; another pid, or the pid of another process, is not")

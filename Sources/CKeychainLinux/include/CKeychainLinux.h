@@ -108,4 +108,11 @@ int ckeychain_wake(int fd);
 /// Reads and drops everything `fd` (non-blocking) has to read now.
 void ckeychain_drain(int fd);
 
+/// A descriptor that names the process `pid` (pidfd_open, close-on-exec; Linux 5.3): it goes on naming that process,
+/// never another one given the same pid later. -1 with errno set (ENOSYS on older kernels).
+int ckeychain_pidfd_open(pid_t pid);
+
+/// 1 when the process of `pidfd` has exited (the descriptor is readable), 0 while it runs, -1 with errno set.
+int ckeychain_pidfd_exited(int pidfd);
+
 #endif

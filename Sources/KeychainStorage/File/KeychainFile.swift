@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import KeychainCore
+import KeychainThreads
 import Logging
 import Synchronization
 
@@ -44,8 +45,10 @@ public final class KeychainFile: Sendable {
     /// The newest epoch this process wrote that the device state does not have yet, and when the state was
     /// last written: the state is advanced at most once a second, and when the keychain locks or closes.
     let epochRecord = Mutex<(pending: Int64?, lastWrite: Date)>((nil, .distantPast))
-    /// Set by close(); every later call is errSecInvalidKeychain.
-    let closed = Mutex(false)
+    /// Set by close(); every later call is errSecInvalidKeychain. Held shared by every database call (GRDB
+    /// serialises them), exclusively by close(). Not a `Mutex`: held across a whole call, its spinning and
+    /// priority-inheritance sleeps under many threads cost more than the calls (``ReadWriteLock``).
+    let closed = ReadWriteLock(false)
     var statePath: String {
         configuration.stateDirectory.appendingPathComponent("\(header.withLock { $0.dbUUID }.uuidString).state").path
     }
@@ -307,14 +310,12 @@ public final class KeychainFile: Sendable {
     }
 
     /// Runs a database call unless the handle was closed: GRDB stops the process on a closed connection, and the
-    /// lock keeps close() from slipping in between the check and the call (calls are serialised per file anyway).
+    /// lock (shared here, exclusive in close()) keeps close() from slipping in between the check and the call.
     private func whileOpen<T>(_ body: () throws -> T) throws(KeychainError) -> T {
-        nonisolated(unsafe) var result: T?
-        try closed.withLock { (closed: inout Bool) throws(KeychainError) -> Void in
+        try closed.withReadLock { (closed: Bool) throws(KeychainError) -> T in
             guard !closed else { throw KeychainError(.invalidKeychain, "the keychain was closed") }
-            do { result = try body() } catch { throw StorageErrors.map(error) }
+            do { return try body() } catch { throw StorageErrors.map(error) }
         }
-        return result!
     }
 
     /// One write transaction (BEGIN IMMEDIATE) that also advances the manifest and the epoch.
@@ -352,7 +353,7 @@ public final class KeychainFile: Sendable {
     /// Closes the file: checkpoints the WAL into the database and advances the device state's epoch. The handle
     /// is unusable afterwards. One state write at most.
     public func close() {
-        let wasOpen = closed.withLock { closed -> Bool in
+        let wasOpen = closed.withWriteLock { closed -> Bool in
             guard !closed else { return false }
             closed = true
             // SQLite folds the WAL into the database and deletes it at the last close of the file (unless another
