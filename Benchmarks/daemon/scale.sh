@@ -5,6 +5,7 @@
 # statically (as installed); a scratch home; keychaind's pinentry is one that never answers.
 #   Benchmarks/daemon/scale.sh [ITEMS=10000] [CLIENTS=64] [TOTAL=1000000]
 #   KEYCHAIND=/path/to/another/keychaind Benchmarks/daemon/scale.sh …   (the same benchmark against another build)
+#   STEPS="parallel" Benchmarks/daemon/scale.sh …   (some of the steps: parallel, disturbed, idle, steady)
 set -euo pipefail
 items="${1:-10000}" clients="${2:-64}" total="${3:-1000000}"
 cd "$(dirname "$0")/../.."
@@ -29,11 +30,20 @@ export HOME="$home" XDG_DATA_HOME="$home/data" XDG_STATE_HOME="$home/state" XDG_
     XDG_RUNTIME_DIR="$home/run"
 PINENTRY_PROGRAM="$home/pinentry-silent" setsid -f "$daemon" >/dev/null 2>&1
 for _ in $(seq 1 200); do ls "$home"/run/keychain/*.sock >/dev/null 2>&1 && break; sleep 0.05; done
-echo "== finds: one client, then $clients at once"
-"$scale" "$items" parallel "$clients" 20000
-echo "== 8 clients' finds, quiet and beside clients that misbehave"
-"$scale" "$items" disturbed 8 2000
-echo "== 1,000 idle connections"
-"$scale" "$items" idle 1000
-echo "== memory after $total finds"
-"$scale" "$items" steady "$total"
+steps=" ${STEPS:-parallel disturbed idle steady} "
+if [[ "$steps" == *" parallel "* ]]; then
+    echo "== finds: one client, then $clients at once"
+    "$scale" "$items" parallel "$clients" 20000
+fi
+if [[ "$steps" == *" disturbed "* ]]; then
+    echo "== 8 clients' finds, quiet and beside clients that misbehave"
+    "$scale" "$items" disturbed 8 2000
+fi
+if [[ "$steps" == *" idle "* ]]; then
+    echo "== 1,000 idle connections"
+    "$scale" "$items" idle 1000
+fi
+if [[ "$steps" == *" steady "* ]]; then
+    echo "== memory after $total finds"
+    "$scale" "$items" steady "$total"
+fi

@@ -9,7 +9,7 @@ import Musl
 ///
 /// For a lock held across work that is long next to taking it (a database call): `Synchronization.Mutex` spins on
 /// contention and then sleeps on a priority-inheritance futex, whose kernel path costs more than the short sections
-/// it is made for; under many threads that was a tenth of keychaind's CPU time. Not reentrant: a thread that holds
+/// it is made for; under 64 clients that was about 5% of keychaind's CPU time. Not reentrant: a thread that holds
 /// it shared must not take it again (a waiting writer would block it).
 package final class ReadWriteLock<Value>: @unchecked Sendable {
     // SAFETY: `value` is read only under the lock (shared) and changed only under it held exclusively; the pthread
