@@ -238,8 +238,16 @@ final class ProcessWatch: Sendable {
     /// Whether the checks ask a pidfd (else they read /proc/PID/stat).
     var watchesThroughPidfd: Bool { pidfd >= 0 }
 
+    /// Whether this kernel lets keychaind open pidfds (a seccomp profile may refuse them where the kernel has them).
+    static var pidfdsAvailable: Bool {
+        let fd = ckeychain_pidfd_open(getpid())
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
+    }
+
     /// Whether the identified process still runs (not exited, its pid not taken by another).
-    private func isAlive() -> Bool {
+    func isAlive() -> Bool {
         if pidfd >= 0 { return ckeychain_pidfd_exited(pidfd) == 0 }
         return PeerIdentity.startTime(statFile: stat) == peer.startTime
     }

@@ -37,16 +37,26 @@ package final class ReadWriteLock<Value>: @unchecked Sendable {
     package func withReadLock<Result, Failure: Error>(_ body: (Value) throws(Failure) -> Result)
         throws(Failure) -> Result
     {
-        pthread_rwlock_rdlock(lock)
+        // EDEADLK (this thread holds it exclusively) or EAGAIN: a body run unlocked would be a silent race.
+        let status = pthread_rwlock_rdlock(lock)
+        precondition(status == 0, "ReadWriteLock: a shared hold failed (\(status)); it is not reentrant")
         defer { pthread_rwlock_unlock(lock) }
         return try body(value)
+    }
+
+    /// Whether a shared hold would wait now (held exclusively, or a writer waits): for tests.
+    package func readerWouldWait() -> Bool {
+        guard pthread_rwlock_tryrdlock(lock) == 0 else { return true }
+        pthread_rwlock_unlock(lock)
+        return false
     }
 
     /// Runs `body` with the lock held exclusively.
     package func withWriteLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result)
         throws(Failure) -> Result
     {
-        pthread_rwlock_wrlock(lock)
+        let status = pthread_rwlock_wrlock(lock)
+        precondition(status == 0, "ReadWriteLock: an exclusive hold failed (\(status)); it is not reentrant")
         defer { pthread_rwlock_unlock(lock) }
         return try body(&value)
     }

@@ -58,28 +58,36 @@ struct ProcessWatchTests {
         #expect(ProcessWatch(other) == nil)
     }
 
-    @Test("an exited process not yet waited for (a zombie, whose /proc/PID/stat still reads) is not the same program; the watch asks a pidfd where the kernel has them")
+    @Test("an exited process not yet waited for (a zombie, whose /proc/PID/stat still reads) is no longer alive nor the same program; the watch asks a pidfd where the kernel gives them")
     func zombieIsNotTheSame() throws {
         let child = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])
+        var reaped = false
+        defer {
+            if !reaped {
+                kill(child.pid, SIGKILL)
+                _ = child.wait()
+            }
+        }
         let peer = try #require(PeerIdentity.of(pid: child.pid, uid: getuid()))
         let watch = try #require(ProcessWatch(peer))
-        var kernel = utsname()
-        uname(&kernel)
-        let release = withUnsafeBytes(of: kernel.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        let version = release.split(separator: ".").prefix(2).compactMap { Int($0.prefix { $0.isNumber }) }
-        if version.count == 2, (version[0], version[1]) >= (5, 3) { #expect(watch.watchesThroughPidfd, "\(release)") }
+        #expect(watch.watchesThroughPidfd == ProcessWatch.pidfdsAvailable)
+        #expect(watch.isAlive())
         #expect(watch.isStillSameProgram())
         kill(child.pid, SIGKILL)
-        // Exited, not reaped: the pid is still the child's and its stat file still reads.
+        // Exited, not reaped: the pid is still the child's and its stat file reads the same start time, so only the
+        // pidfd (or, without one, the executable that can no longer be read) tells.
         var zombie = false
-        for _ in 0..<200 where !zombie {
+        for _ in 0..<1000 where !zombie {
             usleep(10_000)
             zombie = isZombie(child.pid)
         }
         #expect(zombie)
         #expect(PeerIdentity.startTime(of: child.pid) == peer.startTime)
+        if watch.watchesThroughPidfd { #expect(!watch.isAlive()) }
         #expect(!watch.isStillSameProgram())
         _ = child.wait()
+        reaped = true
+        #expect(!watch.isAlive())
         #expect(!watch.isStillSameProgram())
     }
 
