@@ -120,10 +120,12 @@ for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 # The client types the password through SSH_ASKPASS (no terminal of its own: setsid).
 printf '#!/bin/sh\necho "%s"\n' "$password" > "$work/askpass"
 chmod 755 "$work/askpass"
+# How every session logs in: with the password, no host key kept (also for the terminal sessions of check 5).
+ssh_options="-F /dev/null -p $port -o BatchMode=no -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+    -o LogLevel=ERROR -o PreferredAuthentications=password -o NumberOfPasswordPrompts=1"
 login() {  # login COMMAND: runs COMMAND in a new SSH session of the user, without a terminal
-    SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY= timeout 120 setsid -w ssh -F /dev/null -p "$port" -o BatchMode=no \
-        -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-        -o PreferredAuthentications=password -o NumberOfPasswordPrompts=1 \
+    # shellcheck disable=SC2086  # the options are words
+    SSH_ASKPASS="$work/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY= timeout 120 setsid -w ssh $ssh_options \
         "$user@127.0.0.1" "export PATH=$bin:\$PATH; $1" < /dev/null
 }
 
@@ -188,42 +190,39 @@ check "with no terminal and no display, no question: errSecInteractionNotAllowed
 if command -v tmux >/dev/null; then
     tmux_socket="kc-ssh-$$"
     tmuxc() { tmux -L "$tmux_socket" -f /dev/null "$@"; }
+    # screen_until TEXT...: the pane's text once it shows one of the TEXTs, or after 60 s as it is then.
+    screen_until() {
+        local screen="" text
+        for _ in $(seq 600); do
+            screen="$(tmuxc capture-pane -p -t asks 2>/dev/null || true)"
+            for text in "$@"; do [[ "$screen" == *"$text"* ]] && break 2; done
+            sleep 0.1
+        done
+        printf '%s\n' "$screen"
+    }
+    # The button pinentry-curses shows in reverse video (`ESC[7m<Deny>`), empty while none is.
+    highlighted() { tmuxc capture-pane -e -p -t asks | grep -o $'\e\\[7m<[^>]*>' | head -1 | sed $'s/\e\\[7m//'; }
     # ask_on_terminal BUTTON: in a new SSH session with a terminal, reads the item that trusts no program and
     # answers pinentry's question with BUTTON; prints the session's screen once it ended.
     ask_on_terminal() {
-        local button="$1" screen="" styled before i
+        local button="$1" screen before
         tmuxc kill-server 2>/dev/null || true
         tmuxc new-session -d -s asks -x 100 -y 30 \
-            "SSH_ASKPASS='$work/askpass' SSH_ASKPASS_REQUIRE=force DISPLAY= ssh -t -F /dev/null -p $port \
-             -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-             -o PreferredAuthentications=password -o NumberOfPasswordPrompts=1 $user@127.0.0.1 \
+            "SSH_ASKPASS='$work/askpass' SSH_ASKPASS_REQUIRE=force DISPLAY= ssh -t $ssh_options $user@127.0.0.1 \
              'export PATH=$bin:\$PATH; security find-generic-password -a other -s asks.example -w; echo session-exit=\$?'; \
              sleep 120"
-        # The dialog is drawn once its buttons show; then Tab moves the focus (reverse video) to BUTTON.
-        for _ in $(seq 600); do
-            screen="$(tmuxc capture-pane -p -t asks 2>/dev/null || true)"
-            [[ "$screen" == *"<Deny>"* || "$screen" == *session-exit=* ]] && break
-            sleep 0.1
-        done
+        # The dialog is drawn once its buttons show; then Tab moves the focus to BUTTON, one redraw at a time.
+        screen="$(screen_until "<Deny>" session-exit=)"
         if [[ "$screen" == *"<Deny>"* ]]; then
             echo "  asked on the SSH terminal: $(grep -o 'security[^.]*' <<< "$screen" | head -1)"
-            for i in $(seq 8); do
-                styled="$(tmuxc capture-pane -e -p -t asks)"
-                before="$(grep -o $'\e\\[7m<[^>]*>' <<< "$styled" | head -1 | sed $'s/\e\\[7m//')"
+            for _ in $(seq 8); do
+                before="$(highlighted)"
                 [ "$before" = "<$button>" ] && break
                 tmuxc send-keys -t asks Tab
-                for _ in $(seq 100); do
-                    styled="$(tmuxc capture-pane -e -p -t asks)"
-                    [ "$(grep -o $'\e\\[7m<[^>]*>' <<< "$styled" | head -1 | sed $'s/\e\\[7m//')" != "$before" ] && break
-                    sleep 0.1
-                done
+                for _ in $(seq 100); do [ "$(highlighted)" != "$before" ] && break; sleep 0.1; done
             done
             tmuxc send-keys -t asks Enter
-            for _ in $(seq 600); do
-                screen="$(tmuxc capture-pane -p -t asks 2>/dev/null || true)"
-                [[ "$screen" == *session-exit=* ]] && break
-                sleep 0.1
-            done
+            screen="$(screen_until session-exit=)"
         fi
         tmuxc kill-server 2>/dev/null || true
         printf '%s\n' "$screen"
