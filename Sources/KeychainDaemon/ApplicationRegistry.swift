@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -33,7 +34,7 @@ struct ApplicationRegistry: Sendable {
     func admit(_ caller: Caller, ask: (String, [TrustedApplication]) -> ConfirmationResponse) -> Caller {
         guard let application = caller.application, !caller.hasWildcard else { return caller }
         let claimed = caller.accessGroups.filter { $0 != Caller.tokenGroup }
-        let known = withLock { load() }
+        let known = current()
         var admitted: [String] = []
         var toBind: [Binding] = []
         for group in claimed {
@@ -61,6 +62,26 @@ struct ApplicationRegistry: Sendable {
         let groups = caller.accessGroups.filter { admitted.contains($0) || $0 == Caller.tokenGroup }
         return Caller(accessGroups: groups, application: application)
     }
+
+    /// The bindings as the file holds them now, parsed again only when the file changed: every session reads them.
+    /// No lock for this read: the file is only ever replaced whole (``save(_:)`` renames), so a read sees one
+    /// complete version; a change between the stat and the read is caught by the next stat.
+    private func current() -> [Binding] {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return [] }
+        let version = [UInt64(info.st_dev), UInt64(info.st_ino), UInt64(info.st_size),
+                       UInt64(info.st_mtim.tv_sec), UInt64(info.st_mtim.tv_nsec),
+                       UInt64(info.st_ctim.tv_sec), UInt64(info.st_ctim.tv_nsec)]
+        if let kept = Self.parsed.withLock({ $0[path] }), kept.version == version { return kept.bindings }
+        let bindings = load()
+        Self.parsed.withLock { parsed in
+            if parsed.count >= 16 { parsed.removeAll() }  // one state directory in keychaind; a few in tests
+            parsed[path] = (version, bindings)
+        }
+        return bindings
+    }
+
+    private static let parsed = Mutex<[String: (version: [UInt64], bindings: [Binding])]>([:])
 
     private func load() -> [Binding] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }

@@ -22,7 +22,7 @@ extension KeychainDaemonServer {
     /// errSecInteractionNotAllowed).
     static func prompter(for session: ClientSession) -> (any Prompter)? {
         guard session.canAsk else { return nil }
-        let own = ProcessInfo.processInfo.environment
+        let own = ownEnvironment
         var environment = pinentryEnvironment(own)
         for key in ["DISPLAY", "WAYLAND_DISPLAY"] { environment.removeValue(forKey: key) }
         if let display = session.display { environment["DISPLAY"] = display }
@@ -62,8 +62,10 @@ extension KeychainDaemonServer {
     /// pseudo-terminal or a display it controls). The session's display as keychaind itself knows it (its own
     /// DISPLAY / WAYLAND_DISPLAY), else the client's controlling terminal when it is a login terminal of this user
     /// (``LoginTerminal``); nil: nobody can be asked, and the call answers errSecInteractionNotAllowed.
+    /// Worked out at the first decision a connection needs (``Asker/init(prompter:confirmerAtFirstUse:)``), for the
+    /// terminal the process had when it was identified.
     static func confirmer(for peer: PeerIdentity, session: ClientSession) -> (any Prompter)? {
-        let own = ProcessInfo.processInfo.environment
+        let own = ownEnvironment
         let program = pinentryProgram(own)
         var environment = pinentryEnvironment(own)
         if own["DISPLAY"] != nil || own["WAYLAND_DISPLAY"] != nil {
@@ -71,10 +73,15 @@ extension KeychainDaemonServer {
         }
         // A login terminal only where the kernel refuses TIOCSTI (a program on that terminal could otherwise type
         // the answer into it).
-        guard LoginTerminal.injectionRefused(), let terminal = LoginTerminal.of(pid: peer.pid, user: peer.uid) else { return nil }
+        guard LoginTerminal.injectionRefused(), let terminal = LoginTerminal.of(device: peer.terminalDevice, user: peer.uid)
+        else { return nil }
         if let term = session.term { environment["TERM"] = term }
         return PinentryPrompter(program: program, arguments: ["--ttyname", terminal], environment: environment)
     }
+
+    /// keychaind's own environment, read once: nothing in keychaind changes it, and every session's asker starts
+    /// from it.
+    static let ownEnvironment = ProcessInfo.processInfo.environment
 
     /// What keychaind's pinentry gets of keychaind's environment: where to draw (display, Wayland, X authority,
     /// the user's runtime and bus), the locale and a fixed PATH; nothing a starter could use to load code into it

@@ -95,7 +95,7 @@ extension KeychainDaemonServer {
                         // answer them itself (finding: a program that names its own pseudo-terminal said yes to
                         // itself).
                         let asker = Asker(prompter: Self.prompter(for: session),
-                                          confirmer: Self.confirmer(for: peer, session: session))
+                                          confirmerAtFirstUse: { Self.confirmer(for: peer, session: session) })
                         connectionAsker = asker
                         // Groups bound to other programs are left out until the user says yes (a decision: asked
                         // only where the client cannot answer it).

@@ -14,7 +14,15 @@ import Glibc
 enum LoginTerminal {
     /// `/dev/pts/N` or `/dev/ttyN` when `pid`'s controlling terminal is a login terminal of `user`; else nil.
     static func of(pid: pid_t, user: uid_t, utmpPath: String = "/var/run/utmp") -> String? {
-        guard let line = controllingTerminal(of: pid), let name = userName(user) else { return nil }
+        guard let device = terminalDevice(of: pid) else { return nil }
+        return of(device: device, user: user, utmpPath: utmpPath)
+    }
+
+    /// The same for a controlling terminal's device number (field 7 of /proc/PID/stat) that keychaind read when it
+    /// identified the process (``PeerIdentity/terminalDevice``): the question then goes to the terminal of the
+    /// process that was identified, even if its pid has been reused since.
+    static func of(device: Int, user: uid_t, utmpPath: String = "/var/run/utmp") -> String? {
+        guard let line = line(ofDevice: device), let name = userName(user) else { return nil }
         guard let data = FileManager.default.contents(atPath: utmpPath) else { return nil }
         let size = MemoryLayout<utmpx>.size
         var offset = 0
@@ -37,11 +45,20 @@ enum LoginTerminal {
 
     /// `pts/N` or `ttyN` from field 7 of /proc/PID/stat (the controlling terminal's device number).
     static func controllingTerminal(of pid: pid_t) -> String? {
-        guard let stat = PeerIdentity.readProcFile("/proc/\(pid)/stat"),
-              let close = stat.lastIndex(of: ")")
-        else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 4, let device = Int(fields[4]), device != 0 else { return nil }
+        terminalDevice(of: pid).flatMap(line(ofDevice:))
+    }
+
+    /// Field 7 of /proc/PID/stat; nil when it cannot be read.
+    static func terminalDevice(of pid: pid_t) -> Int? {
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return PeerIdentity.statFields(statFile: fd)?.terminal
+    }
+
+    /// `pts/N` or `ttyN` for a terminal's device number; nil for none (0) or any other device.
+    static func line(ofDevice device: Int) -> String? {
+        guard device != 0 else { return nil }
         let major = (device >> 8) & 0xfff
         let minor = (device & 0xff) | ((device >> 12) & 0xfff00)
         switch major {

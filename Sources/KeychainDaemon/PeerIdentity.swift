@@ -23,6 +23,9 @@ public struct PeerIdentity: Sendable, Hashable {
     /// Code mapped into the process from files a user could have written (a library given with LD_PRELOAD, a
     /// plug-in from the home directory): such a process is not the program its executable names.
     public var foreignCode: [String] = []
+    /// The controlling terminal's device number when the process was identified (field 7 of /proc/PID/stat; 0 for
+    /// none): where keychaind may ask about it, once that proves to be a login terminal (``LoginTerminal``).
+    public var terminalDevice = 0
 
     public init(pid: pid_t, uid: uid_t, executable: String?, executableDigest: Data? = nil, startTime: UInt64? = nil) {
         self.pid = pid
@@ -38,12 +41,13 @@ public struct PeerIdentity: Sendable, Hashable {
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
         guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0 else { return nil }
         let first = executable(of: pid)
-        let start = startTime(of: pid)
+        let stat = statFields(of: pid)
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
-        guard first == second, start != nil, start == startTime(of: pid) else { return nil }
-        var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
+        guard first == second, let stat, stat.startTime == startTime(of: pid) else { return nil }
+        var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: stat.startTime)
         peer.foreignCode = foreignCode(of: pid, executable: first)
+        peer.terminalDevice = stat.terminal
         return peer
     }
 
@@ -53,12 +57,13 @@ public struct PeerIdentity: Sendable, Hashable {
     public static func of(pid: pid_t, uid: uid_t) -> PeerIdentity? {
         guard pid > 0 else { return nil }
         let first = executable(of: pid)
-        let start = startTime(of: pid)
+        let stat = statFields(of: pid)
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
-        guard first == second, start != nil, start == startTime(of: pid) else { return nil }
-        var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: start)
+        guard first == second, let stat, stat.startTime == startTime(of: pid) else { return nil }
+        var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: stat.startTime)
         peer.foreignCode = foreignCode(of: pid, executable: first)
+        peer.terminalDevice = stat.terminal
         return peer
     }
 
@@ -67,24 +72,35 @@ public struct PeerIdentity: Sendable, Hashable {
     /// that hid itself in the middle of being identified) count as foreign code: what it runs is unknown. Code
     /// loaded after the identification is not seen.
     static func foreignCode(of pid: pid_t, executable: String?) -> [String] {
-        guard let maps = readProcFile("/proc/\(pid)/maps"), !maps.isEmpty else {
+        guard let maps = readProcBytes("/proc/\(pid)/maps"), !maps.isEmpty else {
             return executable == nil ? [] : ["(code that could not be read)"]
         }
-        // Parsed as bytes (a program maps dozens of libraries, and this runs for every new caller): each line is
-        // "address perms offset dev inode path"; only executable mappings of a file count. No field before the path
-        // holds a "/".
+        return codeFiles(inMaps: maps, except: executable).filter { !ProtectedLibraries.isProtected($0) }.sorted()
+    }
+
+    /// The files that executable mappings of /proc/PID/maps name, but `executable`. Parsed in place as bytes (a
+    /// program maps dozens of libraries, and this runs for every new caller): each line is "address perms offset
+    /// dev inode path"; no field before the path holds a "/", and the path runs to the end of the line.
+    static func codeFiles(inMaps maps: [UInt8], except executable: String?) -> Set<String> {
+        let newline = UInt8(ascii: "\n"), space = UInt8(ascii: " "), slash = UInt8(ascii: "/")
         var files = Set<String>()
-        for line in maps.utf8.split(separator: UInt8(ascii: "\n")) {
-            guard let space = line.firstIndex(of: UInt8(ascii: " ")),
-                  line[line.index(after: space)...].prefix(4).contains(UInt8(ascii: "x")),
-                  let slash = line.firstIndex(of: UInt8(ascii: "/"))
-            else { continue }
-            var path = line[slash...]
-            while path.last == UInt8(ascii: " ") { path = path.dropLast() }
-            let name = String(decoding: path, as: UTF8.self)
-            if name != executable { files.insert(name) }
+        maps.withUnsafeBufferPointer { text in
+            var start = 0
+            while start < text.count {
+                let end = text[start...].firstIndex(of: newline) ?? text.count
+                defer { start = end + 1 }
+                let line = text[start..<end]
+                guard let gap = line.firstIndex(of: space),
+                      line[(gap + 1)...].prefix(4).contains(UInt8(ascii: "x")),
+                      let pathStart = line.firstIndex(of: slash)
+                else { continue }
+                var pathEnd = end
+                while pathEnd > pathStart, text[pathEnd - 1] == space { pathEnd -= 1 }
+                let name = String(decoding: text[pathStart..<pathEnd], as: UTF8.self)
+                if name != executable { files.insert(name) }
+            }
         }
-        return files.filter { !ProtectedLibraries.isProtected($0) }.sorted()
+        return files
     }
 
     /// Whether the process is still the one that was identified: the same start time (not a reused pid) and, where
@@ -155,28 +171,45 @@ public struct PeerIdentity: Sendable, Hashable {
     /// Field 22 of /proc/PID/stat: when the process started (in clock ticks since boot).
     /// Read with one system call and parsed as bytes: it runs twice for every connection.
     static func startTime(of pid: pid_t) -> UInt64? {
+        statFields(of: pid)?.startTime
+    }
+
+    static func statFields(of pid: pid_t) -> (terminal: Int, startTime: UInt64)? {
         let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        return startTime(statFile: fd)
+        return statFields(statFile: fd)
     }
 
     /// Field 22 of an open /proc/PID/stat, read from its start: nil once the process has exited (a descriptor of
     /// /proc/PID names one process, not its number).
     static func startTime(statFile fd: Int32) -> UInt64? {
+        statFields(statFile: fd)?.startTime
+    }
+
+    /// Fields 7 (the controlling terminal's device number, 0 for none) and 22 (the start time) of an open
+    /// /proc/PID/stat, from one read.
+    static func statFields(statFile fd: Int32) -> (terminal: Int, startTime: UInt64)? {
         var buffer = [UInt8](repeating: 0, count: 1024)  // the fields up to the start time fit well within this
         let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { return nil }
         // The command name (field 2) may hold spaces and parentheses: count fields after its last ")".
         guard let close = buffer[..<count].lastIndex(of: UInt8(ascii: ")")) else { return nil }
         let fields = buffer[(close + 1)..<count].split(separator: UInt8(ascii: " "))
-        guard fields.count > 19 else { return nil }
-        return UInt64(String(decoding: fields[19], as: UTF8.self))
+        guard fields.count > 19, let terminal = Int(String(decoding: fields[4], as: UTF8.self)),
+              let start = UInt64(String(decoding: fields[19], as: UTF8.self))
+        else { return nil }
+        return (terminal, start)
     }
 
     /// A file of /proc read to its end: they report a size of 0 and hand out their text a page per read, so a
     /// reader that trusts the size, or reads once, sees only the beginning.
     static func readProcFile(_ path: String) -> String? {
+        readProcBytes(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The bytes of a file of /proc, read as ``readProcFile(_:)`` reads them.
+    static func readProcBytes(_ path: String) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -190,7 +223,7 @@ public struct PeerIdentity: Sendable, Hashable {
             bytes += chunk[..<n]
             if bytes.count > 4 << 20 { break }  // a process with this much mapped: enough has been seen
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 }
 

@@ -65,4 +65,25 @@ struct ApplicationRegistryTests {
         let tool = Caller(accessGroups: ["security", Caller.wildcardGroup], application: Self.second)
         #expect(registry.admit(tool) { _, _ in .deny }.accessGroups == ["security", Caller.wildcardGroup])
     }
+
+    @Test("what another process writes into the file counts at the next session (the parsed file is kept only while it is unchanged)")
+    func rereadWhenChanged() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
+        #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])  // the same file: as parsed before
+        #expect(admit(Self.second, ["shared"], answer: .deny) == [])
+
+        // Rewritten elsewhere (another keychaind of the user, or the user): the group is the second program's now.
+        let file = directory.appendingPathComponent("applications")
+        try Data("shared\t\(Self.second.path)\t\(Hex.string(Self.second.digest))\n".utf8).write(to: file, options: .atomic)
+        let asked = Questions()
+        #expect(admit(Self.second, ["shared"], answer: .deny, asked: asked) == ["shared"])
+        #expect(asked.groups.withLock { $0 }.isEmpty)
+        #expect(admit(Self.first, ["shared"], answer: .deny) == [])
+
+        // Removed: nothing is bound, and the next program binds afresh.
+        try FileManager.default.removeItem(at: file)
+        #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
+        #expect(admit(Self.second, ["shared"], answer: .unavailable) == [])
+    }
 }

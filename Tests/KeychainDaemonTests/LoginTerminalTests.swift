@@ -46,6 +46,11 @@ struct LoginTerminalTests {
         let recorded = try utmp(line: line, user: user, pid: 1)
         defer { unlink(recorded) }
         #expect(LoginTerminal.of(pid: pid, user: geteuid(), utmpPath: recorded) == fields[1])
+        // The terminal keychaind records when it identifies the process is the one it later asks on.
+        let identified = try #require(PeerIdentity.of(pid: pid, uid: geteuid()))
+        #expect(LoginTerminal.line(ofDevice: identified.terminalDevice) == line)
+        #expect(LoginTerminal.of(device: identified.terminalDevice, user: geteuid(), utmpPath: recorded) == fields[1])
+        #expect(LoginTerminal.of(device: 0, user: geteuid(), utmpPath: recorded) == nil)
         // Another terminal's login, another user's, or none at all: it does not.
         let elsewhere = try utmp(line: "pts/999", user: user, pid: 1)
         defer { unlink(elsewhere) }
@@ -80,5 +85,26 @@ struct LoginTerminalTests {
         // A process whose executable was read but whose maps cannot be: what it runs is unknown.
         #expect(PeerIdentity.foreignCode(of: 999_999_999, executable: "/usr/bin/env") == ["(code that could not be read)"])
         #expect(PeerIdentity.foreignCode(of: getpid(), executable: nil).allSatisfy { !$0.hasPrefix("(") })
+    }
+
+    @Test("code files are read from /proc/PID/maps: executable mappings of files only, the whole path, not the program's")
+    func codeFilesInMaps() {
+        let maps = [
+            "55d0a000-55d0b000 r--p 00000000 fe:00 101 /usr/bin/program",
+            "55d0b000-55d0c000 r-xp 00001000 fe:00 101 /usr/bin/program",
+            "7f00a000-7f00b000 r-xp 00000000 fe:00 202 /home/u/my lib/inject.so",
+            "7f00b000-7f00c000 rw-p 00000000 fe:00 202 /home/u/my lib/data.so",
+            "7f00c000-7f00d000 r-xp 00000000 fe:00 303 /tmp/gone.so (deleted)",
+            "7f00d000-7f00e000 r-xp 00000000 fe:00 404 /usr/lib/x86_64-linux-gnu/libc.so.6   ",
+            "7f00e000-7f00f000 r-xp 00000000 00:00 0 [vdso]",
+            "7f00f000-7f010000 rw-p 00000000 00:00 0",
+            "7f010000-7f011000 --xp 00000000 fe:00 505 /opt/last.so",
+        ].joined(separator: "\n")
+        let files = PeerIdentity.codeFiles(inMaps: Array(maps.utf8), except: "/usr/bin/program")
+        #expect(files == ["/home/u/my lib/inject.so", "/tmp/gone.so (deleted)", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                          "/opt/last.so"])
+        #expect(PeerIdentity.codeFiles(inMaps: Array((maps + "\n").utf8), except: "/usr/bin/program") == files)
+        #expect(PeerIdentity.codeFiles(inMaps: Array(maps.utf8), except: nil).contains("/usr/bin/program"))
+        #expect(PeerIdentity.codeFiles(inMaps: [], except: nil).isEmpty)
     }
 }

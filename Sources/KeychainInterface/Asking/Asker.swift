@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import KeychainCore
+import Synchronization
 
 /// The keychain's side of a password the ``Asker`` obtains: unlocking, or the owner's proof of presence.
 public protocol PasswordGate: Sendable {
@@ -36,17 +37,24 @@ public struct Asker: Sendable {
     /// Who asks for a decision (Deny / Allow / Always Allow, a group claim). keychaind gives it only a surface the
     /// asking program cannot answer itself (the session's display, a login terminal): a yes is worth something to
     /// the program that asks, a password it does not know is not.
-    public let confirmer: (any Prompter)?
+    public var confirmer: (any Prompter)? { confirmerSource.prompter }
+    private let confirmerSource: PrompterSource
 
     /// An asker whose decisions go where its passwords go (a program asking on its own behalf, in-process).
     public init(prompter: (any Prompter)?) {
-        self.prompter = prompter
-        self.confirmer = prompter
+        self.init(prompter: prompter, confirmer: prompter)
     }
 
     public init(prompter: (any Prompter)?, confirmer: (any Prompter)?) {
         self.prompter = prompter
-        self.confirmer = confirmer
+        self.confirmerSource = PrompterSource(confirmer)
+    }
+
+    /// An asker that works out where decisions go at the first one it asks (then keeps it): keychaind's clients
+    /// seldom need one, and finding the place reads files (the kernel's TIOCSTI setting, utmp).
+    public init(prompter: (any Prompter)?, confirmerAtFirstUse find: @escaping @Sendable () -> (any Prompter)?) {
+        self.prompter = prompter
+        self.confirmerSource = PrompterSource(find)
     }
 
     /// Tries per question: a keychain password to unlock, the owner's password, an application password.
@@ -338,5 +346,31 @@ public struct ServicePasswordGate: PasswordGate {
 
     public func authenticateOwner(password: SecretBytes, context: AuthenticationContext?) throws(KeychainError) -> Bool {
         try service.authenticateOwner(password, for: context ?? AuthenticationContext(), in: keychain)
+    }
+}
+
+/// A prompter given, or found by a closure at its first use and then kept.
+private final class PrompterSource: Sendable {
+    private let find: (@Sendable () -> (any Prompter)?)?
+    private let found: Mutex<(any Prompter)??>
+
+    init(_ prompter: (any Prompter)?) {
+        find = nil
+        found = Mutex(.some(prompter))
+    }
+
+    init(_ find: @escaping @Sendable () -> (any Prompter)?) {
+        self.find = find
+        found = Mutex(nil)
+    }
+
+    var prompter: (any Prompter)? {
+        // Finding it reads files and asks nobody: done under the lock, so that it is found once.
+        found.withLock { found in
+            if let known = found { return known }
+            let made = find?()
+            found = .some(made)
+            return made
+        }
     }
 }
