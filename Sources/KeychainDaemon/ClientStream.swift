@@ -13,13 +13,19 @@ import Glibc
 /// connected: such a frame ends the connection. Together with the rule that no request may have been sent before
 /// the caller was identified (``sentBeforeIdentification``), a program that connects and then executes a trusted
 /// program cannot have its requests credited to that program.
-struct ClientStream {
+final class ClientStream {
     let fd: Int32
     let peer: pid_t
-    /// Bytes read so far: where the next frame starts.
+    /// Bytes of frames handed out so far: where the next frame starts.
     private(set) var consumed = 0
     /// Bytes that were already queued when the caller was identified (sent before, or at that moment).
     let queuedAtIdentification: Int
+    /// What one read brought beyond the bytes asked for: a small request's header and body come in one read
+    /// (`ahead[aheadStart..<aheadEnd]`, every byte checked as the connecting process's when it was read).
+    private var ahead = [UInt8](repeating: 0, count: ClientStream.readAhead)
+    private var aheadStart = 0
+    private var aheadEnd = 0
+    static let readAhead = 4096
 
     /// Starts reading `fd`, whose caller `peer` has just been identified.
     init(fd: Int32, peer: pid_t) {
@@ -29,25 +35,43 @@ struct ClientStream {
         queuedAtIdentification = max(Int(ckeychain_queued_bytes(fd)), 0)
     }
 
+    deinit {
+        ahead.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
+    }
+
     /// Whether a frame that starts at `offset` was (at least partly) sent before the caller was identified.
     func sentBeforeIdentification(_ offset: Int) -> Bool { offset < queuedAtIdentification }
 
     /// Reads one frame of at most `limit` bytes; nil at a clean end of stream. A frame from another process is an
     /// error that ends the connection.
-    mutating func receive(limit: Int) throws(WireError) -> [UInt8]? {
-        guard let header = try readExactly(4, allowEnd: true) else { return nil }
-        let length = header.reduce(0) { Int($0) << 8 | Int($1) }
+    func receive(limit: Int) throws(WireError) -> [UInt8]? {
+        guard try fillAhead(atLeast: 4, allowEnd: true) else { return nil }
+        let length = ahead[aheadStart..<(aheadStart + 4)].reduce(0) { Int($0) << 8 | Int($1) }
         guard length <= limit else { throw .tooLarge(length) }
-        return try readExactly(length, allowEnd: false) ?? []
+        aheadStart += 4
+        consumed += 4
+        return try body(length)
     }
 
     /// Memory grows with the bytes that arrive, not with the length a header announces: a client that announces
     /// megabytes and sends nothing costs one chunk.
     static let chunk = 64 << 10
 
-    private mutating func readExactly(_ count: Int, allowEnd: Bool) throws(WireError) -> [UInt8]? {
+    /// A frame's `count` bytes: first those read ahead, then the rest read straight into the frame (never beyond it).
+    private func body(_ count: Int) throws(WireError) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: min(count, Self.chunk))
-        var offset = 0
+        let buffered = min(count, aheadEnd - aheadStart)
+        if buffered > 0 {
+            out.withUnsafeMutableBytes { target in
+                ahead.withUnsafeMutableBytes { source in
+                    let taken = UnsafeMutableRawBufferPointer(rebasing: source[aheadStart..<(aheadStart + buffered)])
+                    target.baseAddress!.copyMemory(from: taken.baseAddress!, byteCount: buffered)
+                    wipe(taken.baseAddress!, buffered)  // a frame may carry a secret
+                }
+            }
+            aheadStart += buffered
+        }
+        var offset = buffered
         while offset < count {
             if offset == out.count {
                 // Twice the size (at most the frame's), the old buffer wiped: a frame may carry a secret.
@@ -56,23 +80,55 @@ struct ClientStream {
                 out.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
                 out = bigger
             }
+            let n = try read(into: &out, from: offset, upTo: out.count)
+            if n == 0 { throw .truncated }
+            offset += n
+        }
+        consumed += count
+        return out
+    }
+
+    /// Reads until at least `count` bytes are read ahead; false at a clean end of stream (nothing of a frame read).
+    private func fillAhead(atLeast count: Int, allowEnd: Bool) throws(WireError) -> Bool {
+        if aheadStart == aheadEnd {
+            aheadStart = 0
+            aheadEnd = 0
+        }
+        while aheadEnd - aheadStart < count {
+            if aheadEnd == ahead.count {  // move what is left to the front, and wipe where it was
+                let left = aheadEnd - aheadStart
+                ahead.withUnsafeMutableBytes { raw in
+                    raw.baseAddress!.copyMemory(from: raw.baseAddress! + aheadStart, byteCount: left)
+                    wipe(raw.baseAddress! + left, raw.count - left)
+                }
+                aheadStart = 0
+                aheadEnd = left
+            }
+            let n = try read(into: &ahead, from: aheadEnd, upTo: ahead.count)
+            if n == 0 {
+                if allowEnd && aheadEnd == aheadStart { return false }
+                throw .truncated
+            }
+            aheadEnd += n
+        }
+        return true
+    }
+
+    /// One read into `buffer[from..<upTo]`, of bytes the connecting process sent; 0 at the end of the stream.
+    private func read(into buffer: inout [UInt8], from start: Int, upTo end: Int) throws(WireError) -> Int {
+        while true {
             var sender: pid_t = 0
             var uid: uid_t = 0
-            let n = out[offset...].withUnsafeMutableBytes {
+            let n = buffer[start..<end].withUnsafeMutableBytes {
                 ckeychain_recv_with_sender(fd, $0.baseAddress, $0.count, &sender, &uid)
             }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw .truncated
             }
-            if n == 0 {
-                if allowEnd && offset == 0 { return nil }
-                throw .truncated
-            }
+            if n == 0 { return 0 }
             guard sender == peer else { throw .malformed("frame from another process (pid \(sender))") }
-            offset += n
-            consumed += n
+            return n
         }
-        return out
     }
 }

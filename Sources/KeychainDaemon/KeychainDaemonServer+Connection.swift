@@ -43,7 +43,7 @@ extension KeychainDaemonServer {
         // A connection that broke the protocol turns its process's next ones away for a while (ProtocolOffenders).
         var offended = false
         defer { if offended { offenders.record(pid: peer.pid, startTime: peer.startTime) } }
-        var stream = ClientStream(fd: fd, peer: peer.pid)
+        let stream = ClientStream(fd: fd, peer: peer.pid)
         do {
             guard let hello = try stream.receive(limit: 64) else { return }
             try Framing.checkHello(hello)

@@ -1,0 +1,95 @@
+import Foundation
+import KeychainWire
+import Testing
+@testable import KeychainDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How keychaind cuts a client's bytes into frames: read ahead (a small request's header and body in one read), but
+/// never more of a frame than arrived, and whatever way the client's writes split them.
+@Suite("Client stream")
+struct ClientStreamTests {
+    /// A connected pair of stream sockets: keychaind's end and the client's.
+    func pair() throws -> (server: Int32, client: Int32) {
+        var fds: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        return (fds[0], fds[1])
+    }
+
+    func frame(_ body: [UInt8]) -> [UInt8] {
+        let n = body.count
+        return [UInt8(n >> 24 & 0xff), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)] + body
+    }
+
+    func write(_ fd: Int32, _ bytes: ArraySlice<UInt8>) {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    @Test("frames come out whole and in order however the writes split them: one byte at a time, many in one write, a large one")
+    func framesAcrossWrites() throws {
+        let bodies: [[UInt8]] = [[], [1], Array(repeating: 7, count: 4091), Array(repeating: 8, count: 4092),
+                                 (0..<200_000).map { UInt8(truncatingIfNeeded: $0) }, [9, 9, 9]]
+        let bytes = bodies.flatMap(frame)
+        // Every way of cutting: byte by byte for the small ones, then odd-sized writes, then all at once.
+        for cut in [1, 3, 4095, 4097, bytes.count] {
+            let (server, client) = try pair()
+            defer { close(server) }
+            let stream = ClientStream(fd: server, peer: getpid())
+            let writer = Thread {
+                var at = 0
+                while at < bytes.count {
+                    // Byte-sized cuts only over the first frames (the large one would take long).
+                    let size = at < 8200 ? cut : max(cut, 65536)
+                    write(client, bytes[at..<min(bytes.count, at + size)])
+                    at += size
+                }
+                close(client)
+            }
+            writer.start()
+            var offset = 0
+            for body in bodies {
+                #expect(stream.consumed == offset)
+                let received = try stream.receive(limit: 1 << 20)
+                #expect(received == body, "cut \(cut): a frame of \(body.count) bytes")
+                offset += 4 + body.count
+            }
+            #expect(try stream.receive(limit: 1 << 20) == nil)  // the client closed after its last frame
+            #expect(stream.consumed == bytes.count)
+        }
+    }
+
+    @Test("a frame over the limit is refused from its header; one cut short is an error, not a clean end")
+    func limitsAndTruncation() throws {
+        let (server, client) = try pair()
+        defer { close(server) }
+        let stream = ClientStream(fd: server, peer: getpid())
+        write(client, frame([1, 2, 3])[...])
+        write(client, frame(Array(repeating: 0, count: 100))[...])
+        #expect(try stream.receive(limit: 10) == [1, 2, 3])
+        #expect(throws: WireError.self) { try stream.receive(limit: 10) }
+
+        let (server2, client2) = try pair()
+        defer { close(server2) }
+        let torn = ClientStream(fd: server2, peer: getpid())
+        write(client2, frame([1, 2, 3, 4, 5]).prefix(6))
+        close(client2)
+        #expect(throws: WireError.self) { try torn.receive(limit: 10) }
+    }
+
+    @Test("bytes from a process other than the one identified end the connection")
+    func otherSender() throws {
+        let (server, client) = try pair()
+        defer { close(server); close(client) }
+        // Identified as pid 1: every byte this process sends is another process's.
+        let stream = ClientStream(fd: server, peer: 1)
+        write(client, frame([1])[...])
+        #expect(throws: WireError.self) { try stream.receive(limit: 10) }
+    }
+}
