@@ -166,7 +166,7 @@ struct ItemCommands {
         query.sync = .any
         do throws(KeychainError) {
             try query.set(coercing: criteria)  // bad input is an error before any keychain is opened
-            var lastError = KeychainError.itemNotFound()
+            var lastError: KeychainError?  // made only when it is thrown: a found item needs no error's words
             for keychain in try session.searchList(opts.operands) {
                 do {
                     try session.unlockIfNeeded(keychain)
@@ -177,7 +177,7 @@ struct ItemCommands {
                     lastError = error
                 }
             }
-            throw lastError
+            throw lastError ?? KeychainError.itemNotFound()
         } catch {
             throw .status(error, api: "SecKeychainSearchCopyNext")
         }

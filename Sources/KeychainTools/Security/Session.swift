@@ -16,7 +16,7 @@ final class Session {
     private var connected: (any KeychainService)?
     /// States just read by ``searchList(_:)``, used once by ``unlockIfNeeded(_:)`` instead of asking again (one
     /// round trip to keychaind fewer per keychain searched).
-    private var freshStates: [KeychainReference: KeychainState] = [:]
+    private var freshStates: [(keychain: KeychainReference, state: KeychainState)] = []
 
     init(makeService: @escaping () throws(KeychainError) -> any KeychainService) {
         self.makeService = makeService
@@ -53,7 +53,7 @@ final class Session {
         for reference in service.searchList() {
             let state = try service.state(of: reference)
             guard state.exists else { continue }
-            freshStates[reference] = state
+            freshStates.append((reference, state))
             found.append(reference)
         }
         if found.isEmpty { found.append(try keychain(nil)) }
@@ -64,7 +64,11 @@ final class Session {
     /// and the read fails with errSecInteractionNotAllowed.
     func unlockIfNeeded(_ keychain: KeychainReference) throws(KeychainError) {
         let state: KeychainState
-        if let fresh = freshStates.removeValue(forKey: keychain) { state = fresh } else { state = try service.state(of: keychain) }
+        if let fresh = freshStates.firstIndex(where: { $0.keychain == keychain }) {
+            state = freshStates.remove(at: fresh).state
+        } else {
+            state = try service.state(of: keychain)
+        }
         guard state.hasPassword, state.isLocked else { return }
         guard let password = try askUnlockPassword(label: "\"\(keychain.path)\"") else { return }
         try service.unlock(keychain, password: password)
