@@ -13,15 +13,20 @@ import Glibc
 /// later program claiming a group bound to others is asked about once: Always Allow binds it too; Allow admits
 /// this connection only; Deny (or nobody to ask) leaves the group out of its groups for this connection.
 ///
-/// Kept in `$XDG_STATE_HOME/keychain/applications` as `group<TAB>path<TAB>sha256-hex` lines, read and rewritten
-/// under an flock (never held while the user is asked). The file is the user's own, like the device key: it
-/// stops a program that merely writes an entitlements file, not one that edits this file too (the secret of an
-/// item still needs the item's trusted-application list).
+/// Kept in `$XDG_STATE_HOME/keychain/applications` as `group<TAB>path<TAB>sha256-hex` lines, rewritten under an
+/// flock (never held while the user is asked) and replaced whole, so read without it. The file is the user's own,
+/// like the device key: it stops a program that merely writes an entitlements file, not one that edits this file
+/// too (the secret of an item still needs the item's trusted-application list).
 struct ApplicationRegistry: Sendable {
     let path: String
 
-    init(stateDirectory: URL) {
+    /// How long after its last change a version of the file is parsed again at every read rather than kept: a
+    /// rewrite in place within one tick of the file system's clock, of the same size, would not show in its times.
+    let unsettled: Int64
+
+    init(stateDirectory: URL, unsettledSeconds: Int64 = 2) {
         path = stateDirectory.appendingPathComponent("applications").path
+        unsettled = unsettledSeconds
     }
 
     struct Binding: Hashable {
@@ -74,6 +79,9 @@ struct ApplicationRegistry: Sendable {
                        UInt64(info.st_ctim.tv_sec), UInt64(info.st_ctim.tv_nsec)]
         if let kept = Self.parsed.withLock({ $0[path] }), kept.version == version { return kept.bindings }
         let bindings = load()
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        guard Int64(now.tv_sec) - Int64(info.st_ctim.tv_sec) >= unsettled else { return bindings }
         Self.parsed.withLock { parsed in
             if parsed.count >= 16 { parsed.removeAll() }  // one state directory in keychaind; a few in tests
             parsed[path] = (version, bindings)

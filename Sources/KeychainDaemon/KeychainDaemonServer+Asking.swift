@@ -62,7 +62,7 @@ extension KeychainDaemonServer {
     /// pseudo-terminal or a display it controls). The session's display as keychaind itself knows it (its own
     /// DISPLAY / WAYLAND_DISPLAY), else the client's controlling terminal when it is a login terminal of this user
     /// (``LoginTerminal``); nil: nobody can be asked, and the call answers errSecInteractionNotAllowed.
-    /// Worked out at the first decision a connection needs (``Asker/init(prompter:confirmerAtFirstUse:)``), for the
+    /// Worked out at the first decision of each session (``Asker/init(prompter:confirmerAtFirstUse:)``), for the
     /// terminal the process had when it was identified.
     static func confirmer(for peer: PeerIdentity, session: ClientSession) -> (any Prompter)? {
         let own = ownEnvironment

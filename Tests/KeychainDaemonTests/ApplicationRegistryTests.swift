@@ -5,6 +5,10 @@ import Testing
 
 @testable import KeychainDaemon
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Access groups bound to the programs that use them (docs/DAEMON.md, "Who is asking").
 @Suite("Application registry")
 struct ApplicationRegistryTests {
@@ -69,6 +73,15 @@ struct ApplicationRegistryTests {
     @Test("what another process writes into the file counts at the next session (the parsed file is kept only while it is unchanged)")
     func rereadWhenChanged() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
+        // Kept at once (not only two seconds after a change), so that a kept version is what these reads see.
+        let registry = ApplicationRegistry(stateDirectory: directory, unsettledSeconds: 0)
+        func admit(_ application: TrustedApplication, _ groups: [String], answer: ConfirmationResponse,
+                   asked: Questions = Questions()) -> [String] {
+            registry.admit(Caller(accessGroups: groups, application: application)) { group, _ in
+                asked.groups.withLock { $0.append(group) }
+                return answer
+            }.accessGroups
+        }
         #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
         #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])  // the same file: as parsed before
         #expect(admit(Self.second, ["shared"], answer: .deny) == [])
@@ -85,5 +98,24 @@ struct ApplicationRegistryTests {
         try FileManager.default.removeItem(at: file)
         #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
         #expect(admit(Self.second, ["shared"], answer: .unavailable) == [])
+    }
+
+    @Test("a rewrite in place of the same size is seen too (a version is kept only once it is two seconds old: a coarse clock could hide the change)")
+    func rewriteInPlace() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
+        // Read once more, then rewritten at once: most often within the same tick of the file's clock.
+        #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
+        let file = directory.appendingPathComponent("applications")
+        let before = try Data(contentsOf: file)
+        // The same length, the other program's digest (same path length: /opt/first/app and /opt/second/app differ).
+        let line = "shared\t\(Self.rebuiltFirst.path)\t\(Hex.string(Self.rebuiltFirst.digest))\n"
+        #expect(line.utf8.count == before.count)
+        let fd = open(file.path, O_WRONLY)
+        try #require(fd >= 0)
+        _ = Array(line.utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        close(fd)
+        #expect(admit(Self.first, ["shared"], answer: .deny) == [])
+        #expect(admit(Self.rebuiltFirst, ["shared"], answer: .deny) == ["shared"])
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainClient
 import KeychainWire
 import Testing
 @testable import KeychainDaemon
@@ -26,7 +27,8 @@ struct ClientStreamTests {
     func write(_ fd: Int32, _ bytes: ArraySlice<UInt8>) {
         var offset = bytes.startIndex
         while offset < bytes.endIndex {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            // No SIGPIPE when the reading end was closed by a failed expectation: the failure is reported instead.
+            let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n <= 0 { return }
             offset += n
         }
@@ -68,28 +70,52 @@ struct ClientStreamTests {
     @Test("a frame over the limit is refused from its header; one cut short is an error, not a clean end")
     func limitsAndTruncation() throws {
         let (server, client) = try pair()
-        defer { close(server) }
+        defer { close(server); close(client) }
         let stream = ClientStream(fd: server, peer: getpid())
         write(client, frame([1, 2, 3])[...])
         write(client, frame(Array(repeating: 0, count: 100))[...])
         #expect(try stream.receive(limit: 10) == [1, 2, 3])
-        #expect(throws: WireError.self) { try stream.receive(limit: 10) }
+        #expect(throws: WireError.tooLarge(100)) { try stream.receive(limit: 10) }
 
         let (server2, client2) = try pair()
         defer { close(server2) }
         let torn = ClientStream(fd: server2, peer: getpid())
         write(client2, frame([1, 2, 3, 4, 5]).prefix(6))
         close(client2)
-        #expect(throws: WireError.self) { try torn.receive(limit: 10) }
+        #expect(throws: WireError.truncated) { try torn.receive(limit: 10) }
     }
 
-    @Test("bytes from a process other than the one identified end the connection")
+    @Test("a header cut by the end of what one read brought is completed by the next read (the read-ahead moved to the front)")
+    func headerAcrossReads() throws {
+        let (server, client) = try pair()
+        defer { close(server); close(client) }
+        let stream = ClientStream(fd: server, peer: getpid())
+        // Queued before the first read: the first frame and two bytes of the next fill the 4,096 bytes read ahead.
+        let first = Array(repeating: UInt8(5), count: ClientStream.readAhead - 6)
+        write(client, (frame(first) + frame([1, 2, 3]))[...])
+        #expect(try stream.receive(limit: 1 << 20) == first)
+        #expect(try stream.receive(limit: 1 << 20) == [1, 2, 3])
+        #expect(stream.consumed == 4 + first.count + 7)
+    }
+
+    @Test("bytes from a process other than the one identified end the connection, also right after its own frame")
     func otherSender() throws {
         let (server, client) = try pair()
         defer { close(server); close(client) }
         // Identified as pid 1: every byte this process sends is another process's.
         let stream = ClientStream(fd: server, peer: 1)
         write(client, frame([1])[...])
-        #expect(throws: WireError.self) { try stream.receive(limit: 10) }
+        #expect(throws: WireError.malformed("frame from another process (pid \(getpid()))")) { try stream.receive(limit: 10) }
+
+        // This process's frame, then one from a child on an inherited descriptor, both queued before the first read:
+        // one read takes only the first (the kernel never joins two senders' bytes), and the second is refused.
+        let (server2, client2) = try pair()
+        defer { close(server2); close(client2) }
+        let own = ClientStream(fd: server2, peer: getpid())
+        write(client2, frame([7, 7])[...])
+        let child = try ChildProcess.spawn("/bin/sh", arguments: ["-c", #"printf '\000\000\000\001\005'"#], stdout: client2)
+        #expect(child.wait() == .exited(0))
+        #expect(try own.receive(limit: 10) == [7, 7])
+        #expect(throws: WireError.malformed("frame from another process (pid \(child.pid))")) { try own.receive(limit: 10) }
     }
 }
