@@ -76,7 +76,8 @@ extension KeychainDaemonServer {
         guard LoginTerminal.injectionRefused(), let terminal = LoginTerminal.of(device: peer.terminalDevice, user: peer.uid)
         else { return nil }
         if let term = session.term { environment["TERM"] = term }
-        return PinentryPrompter(program: program, arguments: ["--ttyname", terminal], environment: environment)
+        let prompter = PinentryPrompter(program: program, arguments: ["--ttyname", terminal], environment: environment)
+        return LoginTerminalPrompter(asking: prompter, terminal: terminal, device: peer.terminalDevice, user: peer.uid)
     }
 
     /// keychaind's own environment, read once: nothing in keychaind changes it, and every session's asker starts
@@ -99,5 +100,23 @@ extension KeychainDaemonServer {
             environment["LOGNAME"] = String(cString: account.pw_name)
         }
         return environment
+    }
+}
+
+/// A question on a login terminal, asked only while that terminal is still the user's login: a session that lasts
+/// keeps its asker, and the login on the terminal may have ended (and the line passed to another) since its first
+/// question. Passwords are not asked through it (decisions only).
+struct LoginTerminalPrompter: Prompter {
+    let asking: any Prompter
+    let terminal: String
+    let device: Int
+    let user: uid_t
+    var utmpPath = "/var/run/utmp"
+
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse { .unavailable }
+
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse {
+        guard LoginTerminal.of(device: device, user: user, utmpPath: utmpPath) == terminal else { return .unavailable }
+        return asking.requestConfirmation(request)
     }
 }

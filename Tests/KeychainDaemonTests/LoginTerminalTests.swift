@@ -1,6 +1,8 @@
 import Foundation
+import Synchronization
 import Testing
 import KeychainClient
+import KeychainCore
 @testable import KeychainDaemon
 
 #if canImport(Glibc)
@@ -51,6 +53,14 @@ struct LoginTerminalTests {
         #expect(LoginTerminal.line(ofDevice: identified.terminalDevice) == line)
         #expect(LoginTerminal.of(device: identified.terminalDevice, user: geteuid(), utmpPath: recorded) == fields[1])
         #expect(LoginTerminal.of(device: 0, user: geteuid(), utmpPath: recorded) == nil)
+        // A session's question on that terminal is asked only while the login is still recorded there.
+        let answers = AllowingPrompter()
+        var onTerminal = LoginTerminalPrompter(asking: answers, terminal: fields[1], device: identified.terminalDevice,
+                                               user: geteuid(), utmpPath: recorded)
+        #expect(onTerminal.requestConfirmation(ConfirmationRequest(description: "Allow?")) == .allow)
+        onTerminal.utmpPath = "/nonexistent/utmp"  // the login ended
+        #expect(onTerminal.requestConfirmation(ConfirmationRequest(description: "Allow?")) == .unavailable)
+        #expect(answers.asked.withLock { $0 } == 1)
         // Another terminal's login, another user's, or none at all: it does not.
         let elsewhere = try utmp(line: "pts/999", user: user, pid: 1)
         defer { unlink(elsewhere) }
@@ -106,5 +116,15 @@ struct LoginTerminalTests {
         #expect(PeerIdentity.codeFiles(inMaps: Array((maps + "\n").utf8), except: "/usr/bin/program") == files)
         #expect(PeerIdentity.codeFiles(inMaps: Array(maps.utf8), except: nil).contains("/usr/bin/program"))
         #expect(PeerIdentity.codeFiles(inMaps: [], except: nil).isEmpty)
+    }
+}
+
+/// Says Allow to every decision and counts them.
+final class AllowingPrompter: Prompter {
+    let asked = Mutex(0)
+    func requestPassword(_ request: PasswordRequest) -> PromptResponse { .unavailable }
+    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse {
+        asked.withLock { $0 += 1 }
+        return .allow
     }
 }
