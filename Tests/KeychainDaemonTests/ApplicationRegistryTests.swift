@@ -24,8 +24,8 @@ struct ApplicationRegistryTests {
     }
 
     func admit(_ application: TrustedApplication, _ groups: [String], answer: ConfirmationResponse,
-               asked: Questions = Questions()) -> [String] {
-        registry.admit(Caller(accessGroups: groups, application: application)) { group, _ in
+               asked: Questions = Questions(), in registry: ApplicationRegistry? = nil) -> [String] {
+        (registry ?? self.registry).admit(Caller(accessGroups: groups, application: application)) { group, _ in
             asked.groups.withLock { $0.append(group) }
             return answer
         }.accessGroups
@@ -74,13 +74,10 @@ struct ApplicationRegistryTests {
     func rereadWhenChanged() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         // Kept at once (not only two seconds after a change), so that a kept version is what these reads see.
-        let registry = ApplicationRegistry(stateDirectory: directory, unsettledSeconds: 0)
+        let kept = ApplicationRegistry(stateDirectory: directory, unsettledSeconds: 0)
         func admit(_ application: TrustedApplication, _ groups: [String], answer: ConfirmationResponse,
                    asked: Questions = Questions()) -> [String] {
-            registry.admit(Caller(accessGroups: groups, application: application)) { group, _ in
-                asked.groups.withLock { $0.append(group) }
-                return answer
-            }.accessGroups
+            self.admit(application, groups, answer: answer, asked: asked, in: kept)
         }
         #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])
         #expect(admit(Self.first, ["shared"], answer: .deny) == ["shared"])  // the same file: as parsed before

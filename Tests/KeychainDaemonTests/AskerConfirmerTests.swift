@@ -3,24 +3,14 @@ import KeychainCore
 import Synchronization
 import Testing
 
-/// Says Allow to every decision and counts them.
-final class AllowingConfirmer: Prompter {
-    let asked = Mutex(0)
-    func requestPassword(_ request: PasswordRequest) -> PromptResponse { .unavailable }
-    func requestConfirmation(_ request: ConfirmationRequest) -> ConfirmationResponse {
-        asked.withLock { $0 += 1 }
-        return .allow
-    }
-}
-
-/// keychaind works out where a connection's decisions are asked only when the first one is (the place is read
+/// keychaind works out where a session's decisions are asked only when the first one is (the place is read
 /// from files); every copy of the asker then uses the one it found.
 @Suite("Asker: a confirmer found at its first use")
 struct AskerConfirmerTests {
     @Test("not looked for until a decision is asked; looked for once, shared by copies; none found: unavailable")
     func foundOnce() {
         let looked = Mutex(0)
-        let confirmer = AllowingConfirmer()
+        let confirmer = AllowingPrompter()
         let asker = Asker(prompter: nil, confirmerAtFirstUse: {
             looked.withLock { $0 += 1 }
             return confirmer
