@@ -49,12 +49,7 @@ enum LoginTerminal {
     }
 
     /// Field 7 of /proc/PID/stat; nil when it cannot be read.
-    static func terminalDevice(of pid: pid_t) -> Int? {
-        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return PeerIdentity.statFields(statFile: fd)?.terminal
-    }
+    static func terminalDevice(of pid: pid_t) -> Int? { PeerIdentity.statFields(of: pid)?.terminal }
 
     /// `pts/N` or `ttyN` for a terminal's device number; nil for none (0) or any other device.
     static func line(ofDevice device: Int) -> String? {

@@ -35,25 +35,17 @@ public struct PeerIdentity: Sendable, Hashable {
         self.startTime = startTime
     }
 
-    /// The peer of a connected socket: SO_PEERCRED, then `/proc/PID/exe`, read twice around the credentials
-    /// check so that a process that exited (and whose pid was reused) in between is not mistaken for another.
+    /// The peer of a connected socket: the pid and uid of SO_PEERCRED (the kernel's, from connect time), then the
+    /// process read as ``of(pid:uid:)`` reads it.
     public static func of(socket fd: Int32) -> PeerIdentity? {
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
         guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0 else { return nil }
-        let first = executable(of: pid)
-        let stat = statFields(of: pid)
-        let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
-        let second = executable(of: pid)
-        guard first == second, let stat, stat.startTime == startTime(of: pid) else { return nil }
-        var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: stat.startTime)
-        peer.foreignCode = foreignCode(of: pid, executable: first)
-        peer.terminalDevice = stat.terminal
-        return peer
+        return of(pid: pid, uid: uid)
     }
 
-    /// A process the message bus vouched for (GetConnectionUnixProcessID / UnixUser), read as `of(socket:)` reads a
-    /// socket's peer. The pid cannot be pinned as a socket's credentials are; the start time read twice narrows
-    /// the window in which a reused pid could be mistaken for the caller.
+    /// A process by pid: a socket's peer, or one the message bus vouched for (GetConnectionUnixProcessID /
+    /// UnixUser). `/proc/PID/exe` and the start time are read twice around the digest, so that a process that
+    /// exited (and whose pid was reused) in between is not mistaken for another.
     public static func of(pid: pid_t, uid: uid_t) -> PeerIdentity? {
         guard pid > 0 else { return nil }
         let first = executable(of: pid)
