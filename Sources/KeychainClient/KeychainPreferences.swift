@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import KeychainInterface
 import KeychainStorage
 import Synchronization
 
@@ -119,42 +120,9 @@ public struct KeychainPreferences: Sendable {
     /// renames: a new inode) from the one read before.
     private func read(_ url: URL) -> String? { read(path: url.path) }
 
-    private func read(path: String) -> String? {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            _ = Self.cache.withLock { $0.removeValue(forKey: path) }
-            return nil
-        }
-        let stamp = FileStamp(info)
-        if let known = Self.cache.withLock({ $0[path] }), known.stamp == stamp { return known.text }
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-        // As git's "racy" index entries: a file changed within the last two seconds may change again within the
-        // file system's timestamp granularity (and reuse the inode), unseen by its stamp; it is not kept.
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        Self.cache.withLock { cache in
-            if cache.count > 64 { cache.removeAll() }
-            if Int64(now.tv_sec) - stamp.changed >= 2 { cache[path] = (stamp, text) } else { cache.removeValue(forKey: path) }
-        }
-        return text
-    }
+    private func read(path: String) -> String? { Self.files.value(at: path) { $0 } }
 
-    private static let cache = Mutex<[String: (stamp: FileStamp, text: String)]>([:])
-
-    /// What changes when a file is replaced or written: inode, size, modification and status-change times.
-    private struct FileStamp: Equatable {
-        let device: UInt64, inode: UInt64, size: Int64
-        let modified: Int64, modifiedNanos: Int, changed: Int64, changedNanos: Int
-        init(_ info: stat) {
-            device = UInt64(info.st_dev)
-            inode = UInt64(info.st_ino)
-            size = Int64(info.st_size)
-            modified = Int64(info.st_mtim.tv_sec)
-            modifiedNanos = Int(info.st_mtim.tv_nsec)
-            changed = Int64(info.st_ctim.tv_sec)
-            changedNanos = Int(info.st_ctim.tv_nsec)
-        }
-    }
+    private static let files = ChangedFileCache<String>()
 
     private func write(_ url: URL, _ text: String) throws(KeychainError) {
         do {

@@ -1,6 +1,6 @@
 import Foundation
 import KeychainCore
-import Synchronization
+import KeychainInterface
 
 #if canImport(Glibc)
 import Glibc
@@ -20,13 +20,14 @@ import Glibc
 struct ApplicationRegistry: Sendable {
     let path: String
 
-    /// How long after its last change a version of the file is parsed again at every read rather than kept: a
-    /// rewrite in place within one tick of the file system's clock, of the same size, would not show in its times.
-    let unsettled: Int64
+    /// The parsed file, kept while it is unchanged (once it settled: ``ChangedFileCache``).
+    private let files: ChangedFileCache<[Binding]>
 
-    init(stateDirectory: URL, unsettledSeconds: Int64 = 2) {
+    /// `unsettledSeconds`: a cache of this registry's own that keeps a version that much after its last change
+    /// (for tests); by default the process's, with its two seconds.
+    init(stateDirectory: URL, unsettledSeconds: Int64? = nil) {
         path = stateDirectory.appendingPathComponent("applications").path
-        unsettled = unsettledSeconds
+        files = unsettledSeconds.map { ChangedFileCache(capacity: 1, unsettledSeconds: $0) } ?? Self.parsed
     }
 
     struct Binding: Hashable {
@@ -70,30 +71,20 @@ struct ApplicationRegistry: Sendable {
 
     /// The bindings as the file holds them now, parsed again only when the file changed: every session reads them.
     /// No lock for this read: the file is only ever replaced whole (``save(_:)`` renames), so a read sees one
-    /// complete version; a change between the stat and the read is caught by the next stat.
+    /// complete version.
     private func current() -> [Binding] {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return [] }
-        let version = [UInt64(info.st_dev), UInt64(info.st_ino), UInt64(info.st_size),
-                       UInt64(info.st_mtim.tv_sec), UInt64(info.st_mtim.tv_nsec),
-                       UInt64(info.st_ctim.tv_sec), UInt64(info.st_ctim.tv_nsec)]
-        if let kept = Self.parsed.withLock({ $0[path] }), kept.version == version { return kept.bindings }
-        let bindings = load()
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        guard Int64(now.tv_sec) - Int64(info.st_ctim.tv_sec) >= unsettled else { return bindings }
-        Self.parsed.withLock { parsed in
-            if parsed.count >= 16 { parsed.removeAll() }  // one state directory in keychaind; a few in tests
-            parsed[path] = (version, bindings)
-        }
-        return bindings
+        files.value(at: path, parse: Self.parse) ?? []
     }
 
-    private static let parsed = Mutex<[String: (version: [UInt64], bindings: [Binding])]>([:])
+    /// One per process (keychaind has one state directory; the tests a few).
+    private static let parsed = ChangedFileCache<[Binding]>(capacity: 16)
 
     private func load() -> [Binding] {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").compactMap { line in
+        (try? String(contentsOfFile: path, encoding: .utf8)).map(Self.parse) ?? []
+    }
+
+    private static func parse(_ text: String) -> [Binding] {
+        text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
             guard fields.count == 3, let digest = Self.bytes(hex: fields[2]) else { return nil }
             return Binding(group: String(fields[0]), application: TrustedApplication(path: String(fields[1]), digest: digest))
