@@ -153,7 +153,7 @@ import os, socket, struct, sys, threading
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "greeting":
     s = socket.socket(socket.AF_UNIX); s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1); s.connect(path)
-    s.sendall(b"\0\0\0\4KCW\3")
+    s.sendall(b"\0\0\0\4KCW\4")
     data, ancillary, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(12))
     print([struct.unpack("3i", d)[2] for level, kind, d in ancillary if kind == socket.SCM_CREDENTIALS][0])
     sys.exit(0)
@@ -188,7 +188,7 @@ try:
             home = os.environ["HOME"]
             directories = b"".join(os.path.join(home, d).encode() + b"\0"
                                    for d in (".local/share/keychains", ".local/state/keychain", ".config/keychain"))
-            greeting = b"KCW\3" + directories
+            greeting = b"KCW\4" + directories
             client.sendall(len(greeting).to_bytes(4, "big") + greeting)
         threading.Thread(target=pump, args=(client, upstream, True), daemon=True).start()
 except OSError:

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # What one short-lived client costs keychaind (docs/PERFORMANCE.md, "What one new client costs keychaind"): two
 # keychaind builds, in turn, each serving FINDS `security find-generic-password -w` processes (one connection each:
-# identification, session, search list, state, search) in a keychain of ITEMS items; keychaind's own CPU time over
-# them (utime + stime from /proc/PID/stat, every thread) and the loop's wall time, per find.
-#   Benchmarks/daemon/connection-ab.sh OLD_KEYCHAIND NEW_KEYCHAIND [ROUNDS=5] [FINDS=400] [ITEMS=1000]
-# The same `security` (the release build in .build-install, as scripts/install.sh builds it) is the client of both;
-# the items are stored with -A (any program reads them), so no question depends on which build made them.
+# identification, session, search list and states, search) in a keychain of ITEMS items; keychaind's own CPU time
+# over them (utime + stime from /proc/PID/stat, every thread) and the loop's wall time, per find.
+#   Benchmarks/daemon/connection-ab.sh OLD NEW [ROUNDS=5] [FINDS=400] [ITEMS=1000]
+# OLD and NEW are each a keychaind executable, served by the same `security` (the release build in .build-install,
+# as scripts/install.sh builds it), or a directory that holds a `keychaind` and the `security` of the same build
+# (builds that speak different protocol versions). The items are stored with -A (any program reads them), so no
+# question depends on which build made them.
 set -euo pipefail
 old="$1" new="$2" rounds="${3:-5}" finds="${4:-400}" items="${5:-1000}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-security="$root/.build-install/release/security"
-[ -x "$security" ] || { echo "connection-ab.sh: build it first: swift build --scratch-path .build-install -c release --static-swift-stdlib --product security" >&2; exit 1; }
+installed_security="$root/.build-install/release/security"
+pair() {  # BUILD: "keychaind security" of that build
+    if [ -d "$1" ]; then echo "$1/keychaind $1/security"; else echo "$1 $installed_security"; fi
+}
+read -r old_keychaind old_security <<<"$(pair "$old")"
+read -r new_keychaind new_security <<<"$(pair "$new")"
+for tool in "$old_security" "$new_security"; do
+    [ -x "$tool" ] || { echo "connection-ab.sh: no $tool: build it first: swift build --scratch-path .build-install -c release --static-swift-stdlib --product security" >&2; exit 1; }
+done
 home="$(mktemp -d)"
 daemon=""
 stop() {
@@ -32,7 +41,8 @@ start() {  # start KEYCHAIND: serve this home with that build until stop
 }
 find_one() { "$security" find-generic-password -s bench-fill -a "fill-account-$((items / 2))" -w >/dev/null; }
 
-start "$new"
+security="$new_security"
+start "$new_keychaind"
 for i in $(seq 0 $((items - 1))); do
     printf 'fill-password-%s' "$i" | "$security" add-generic-password -A -s bench-fill -a "fill-account-$i" -w 2>/dev/null
 done
@@ -44,7 +54,9 @@ ticks="$(getconf CLK_TCK)"
 results=""
 for _ in $(seq 1 "$rounds"); do
     for which in old new; do
-        start "${!which}"
+        keychaind_var="${which}_keychaind" security_var="${which}_security"
+        security="${!security_var}"
+        start "${!keychaind_var}"
         find_one  # the keychain opened, before the count starts
         before="$(awk '{print $14 + $15}' "/proc/$daemon/stat")"
         t0=${EPOCHREALTIME/./}

@@ -22,7 +22,9 @@ public struct CallerPolicy: Sendable {
     public func caller(for peer: PeerIdentity) -> Caller? {
         guard let executable = peer.executable else { return nil }
         let url = URL(fileURLWithPath: executable)
-        let name = url.lastPathComponent
+        // The kernel's path (/proc/PID/exe) is absolute and canonical: split as bytes, not through URL, which
+        // costs more at every connection.
+        let (directory, name) = Self.split(executable)
         // The program for trusted-application lists. An executable the daemon cannot read (mode 0111) gets an
         // empty digest: it is still checked, by path alone, never let through unchecked.
         let application = TrustedApplication(path: executable, digest: peer.executableDigest ?? Data())
@@ -34,7 +36,7 @@ public struct CallerPolicy: Sendable {
             return Caller(accessGroups: Self.claimable(identity.accessGroups),
                           application: TrustedApplication(path: shown, digest: peer.executableDigest ?? Data()))
         }
-        if let group = Self.tools[name], url.deletingLastPathComponent().path == toolDirectory {
+        if let group = Self.tools[name], directory == toolDirectory {
             // Named by path alone (see TrustedApplication) only where nobody but root can replace them (an installed
             // package: an upgrade keeps their items' lists valid). In a directory the user can write (a build
             // directory, ~/.local/bin) any program of the user could put something else there: path and digest.
@@ -44,6 +46,13 @@ public struct CallerPolicy: Sendable {
         }
         let identity = ApplicationIdentity.current(executable: url, environment: [:])
         return Caller(accessGroups: Self.claimable(identity.accessGroups), application: application)
+    }
+
+    /// An absolute path's directory (`/` for a file at the root) and last component.
+    public static func split(_ path: String) -> (directory: String, name: String) {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return ("", path) }
+        let directory = String(path[..<slash])
+        return (directory.isEmpty ? "/" : directory, String(path[path.index(after: slash)...]))
     }
 
     /// The groups a program's files may claim: every one but the wildcard, which only the keychain's own tools

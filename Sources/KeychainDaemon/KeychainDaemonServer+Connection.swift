@@ -109,14 +109,16 @@ extension KeychainDaemonServer {
                         loggedCaller = nil
                         connectionService = EmbeddedKeychainService(
                             locations: locations, caller: caller, asker: asker, baseConfiguration: fileConfiguration,
-                            syncing: syncing, accessLog: accessLog, keychains: keychains, notice: daemonNotice)
+                            syncing: syncing, accessLog: accessLog, keychains: keychains, preferences: preferences,
+                            notice: daemonNotice)
                         contexts = ConnectionContexts()
                     }
                     // A client that never opened a session: nobody to ask about groups bound to other programs.
                     let service = connectionService ?? EmbeddedKeychainService(
                         locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
                         asker: Asker(prompter: nil), baseConfiguration: fileConfiguration, syncing: syncing,
-                        accessLog: accessLog, keychains: keychains, notice: daemonNotice)
+                        accessLog: accessLog, keychains: keychains, preferences: preferences,
+                            notice: daemonNotice)
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
                     if case .serveSecretService(let address, let replace) = request {

@@ -30,6 +30,8 @@ public final class KeychainDaemonServer: Sendable {
     let listening: Mutex<Int32>
     /// What every connection's service opens files with: made once (it reads the environment).
     let fileConfiguration: KeychainFile.Configuration
+    /// The default keychain and search list of these locations, for every connection's service (made once).
+    let preferences: KeychainPreferences
     /// The sync engine keychaind runs keychains' sync with (nil: this server does not sync).
     let syncing: (any KeychainSyncing)?
     /// Every decision about an item, written before the answer goes out (docs/ACCESS-LOG.md).
@@ -57,6 +59,7 @@ public final class KeychainDaemonServer: Sendable {
         var fileConfiguration = OpenKeychains.standardConfiguration(locations: locations)
         fileConfiguration.idleDeadlineMayBeSooner = { lockScheduler.idleDeadlineMayBeSooner() }
         self.fileConfiguration = fileConfiguration
+        self.preferences = KeychainPreferences(locations: locations)
         self.socket = locations.daemonSocket
         self.loginKeychainPath = locations.loginKeychain.path
         let directory = socket.deletingLastPathComponent()

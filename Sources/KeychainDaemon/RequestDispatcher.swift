@@ -15,6 +15,7 @@ enum RequestDispatcher {
             case .setLoginKeychain(let r): try service.setLoginKeychain(r)
             case .setSearchList(let list): try service.setSearchList(list)
             case .state(let r): return .state(try service.state(of: r))
+            case .searchListStates: return .listedKeychains(try service.listedKeychains())
             case .createKeychain(let r, let password, let settings):
                 try service.createKeychain(r, password: password, settings: settings)
             case .deleteKeychain(let r): try service.deleteKeychain(r)

@@ -6,7 +6,7 @@ import Foundation
 import KeychainCore
 
 /// The protocol version. A client and a daemon of different versions refuse each other with a clear error.
-public let keychainProtocolVersion = 3
+public let keychainProtocolVersion = 4
 
 /// Hard limits: a request carries at most one secret (4 MiB; an upsert too: its changes carry none) and its query;
 /// answers may list many items.
@@ -38,6 +38,8 @@ public enum Request: Sendable {
     case session(ClientSession)
     case resolve(String)
     case defaultKeychain, loginKeychain, searchList
+    /// The search list with each keychain's state (protocol 4): what a search along it needs, in one round trip.
+    case searchListStates
     case setDefaultKeychain(KeychainReference?)
     case setLoginKeychain(KeychainReference?)
     case setSearchList([KeychainReference])
@@ -89,6 +91,7 @@ public enum Request: Sendable {
         case .defaultKeychain: w.byte(2)
         case .loginKeychain: w.byte(3)
         case .searchList: w.byte(4)
+        case .searchListStates: w.byte(39)
         case .setDefaultKeychain(let r): w.byte(5); w.optionalReference(r)
         case .setLoginKeychain(let r): w.byte(6); w.optionalReference(r)
         case .setSearchList(let list):
@@ -180,6 +183,7 @@ public enum Request: Sendable {
         case 2: request = .defaultKeychain
         case 3: request = .loginKeychain
         case 4: request = .searchList
+        case 39: request = .searchListStates
         case 5: request = .setDefaultKeychain(try r.optionalReference())
         case 6: request = .setLoginKeychain(try r.optionalReference())
         case 7:
@@ -304,6 +308,7 @@ public enum Response: Sendable {
     case reference(KeychainReference)
     case references([KeychainReference])
     case state(KeychainState)
+    case listedKeychains([ListedKeychain])
     case settings(KeychainSettings)
     case count(Int)
     case found(FoundItem)
@@ -337,7 +342,11 @@ public enum Response: Sendable {
             w.byte(3)
             w.int(Int64(list.count))
             for r in list { w.reference(r) }
-        case .state(let s): w.byte(4); w.bool(s.exists); w.bool(s.isLocked); w.bool(s.hasPassword)
+        case .state(let s): w.byte(4); w.state(s)
+        case .listedKeychains(let list):
+            w.byte(20)
+            w.int(Int64(list.count))
+            for listed in list { w.reference(listed.keychain); w.state(listed.state) }
         case .settings(let s): w.byte(5); w.settings(s)
         case .count(let n): w.byte(6); w.int(Int64(n))
         case .found(let f): w.byte(7); w.found(f)
@@ -408,7 +417,12 @@ public enum Response: Sendable {
             var list: [KeychainReference] = []
             for _ in 0..<n { list.append(try r.reference()) }
             response = .references(list)
-        case 4: response = .state(KeychainState(exists: try r.bool(), isLocked: try r.bool(), hasPassword: try r.bool()))
+        case 4: response = .state(try r.state())
+        case 20:
+            let n = try r.elementCount()
+            var list: [ListedKeychain] = []
+            for _ in 0..<n { list.append(ListedKeychain(try r.reference(), try r.state())) }
+            response = .listedKeychains(list)
         case 5: response = .settings(try r.settings())
         case 6:
             let n = try r.int()

@@ -20,6 +20,10 @@ extension WireWriter {
         for r in list { reference(r) }
     }
 
+    public mutating func state(_ s: KeychainState) {
+        bool(s.exists); bool(s.isLocked); bool(s.hasPassword)
+    }
+
     public mutating func settings(_ s: KeychainSettings) {
         int(Int64(s.lockInterval ?? -1))
         bool(s.lockOnSleep)
@@ -115,6 +119,10 @@ extension WireReader {
         var list: [KeychainReference] = []
         for _ in 0..<n { list.append(try reference()) }
         return list
+    }
+
+    public mutating func state() throws(WireError) -> KeychainState {
+        KeychainState(exists: try bool(), isLocked: try bool(), hasPassword: try bool())
     }
 
     public mutating func settings() throws(WireError) -> KeychainSettings {

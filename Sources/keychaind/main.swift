@@ -132,7 +132,7 @@ let syncEngine = SyncEngine()
 let server: KeychainDaemonServer
 do {
     server = try KeychainDaemonServer(
-        locations: .current(), policy: CallerPolicy(toolDirectory: executable.deletingLastPathComponent().path),
+        locations: .current(), policy: CallerPolicy(toolDirectory: CallerPolicy.split(executable.path).directory),
         syncing: syncEngine, greetingGroup: greetingGroup)
 } catch .alreadyRunning(let socket) {
     keepOnlyTheUsersGroup()

@@ -27,7 +27,8 @@ struct WireTests {
         changes.synchronizable = true
         changes.accessibility = .afterFirstUnlock
         let requests: [Request] = [
-            .resolve("work"), .defaultKeychain, .searchList, .setSearchList([work, work]), .state(work), .subscribe,
+            .resolve("work"), .defaultKeychain, .searchList, .searchListStates, .setSearchList([work, work]), .state(work),
+            .subscribe,
             .createKeychain(work, password: SecretBytes(utf8: "pw"), settings: .appleDefault),
             .unlock(work, password: nil), .changePassword(work, old: SecretBytes(utf8: "a"), new: nil),
             .add(add, work), .search(search, nil), .search(byReference, work),
@@ -200,6 +201,11 @@ struct WireTests {
         let item = Item(itemClass: .genericPassword, attributes: ["acct": .string("a"), "cdat": .date(12.5), "port": .number(1)])
         let responses: [Response] = [
             .done, .progress(done: 5, total: 9), .state(KeychainState(exists: true, isLocked: false, hasPassword: true)),
+            .listedKeychains([]),
+            .listedKeychains([ListedKeychain(KeychainReference(path: "/k/login.keychain-db"),
+                                             KeychainState(exists: true, isLocked: true, hasPassword: true)),
+                              ListedKeychain(KeychainReference(path: "/k/gone.keychain-db"),
+                                             KeychainState(exists: false, isLocked: false, hasPassword: false))]),
             .settings(KeychainSettings(lockInterval: nil, lockOnSleep: true)), .count(3),
             .items([FoundItem(item: item, secret: SecretBytes(utf8: "x")), FoundItem(item: item, secret: nil)]),
             .failure(KeychainError(.itemNotFound)),
@@ -252,6 +258,18 @@ struct CallerPolicyTests {
         let impostor = policy.caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/tmp/security"))
         #expect(impostor?.hasWildcard == false)
         #expect(impostor?.accessGroups == ["security"])
+        // Only that directory, not one below it or a name that merely ends the same.
+        #expect(policy.caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/opt/kc/bin/x/security"))?.hasWildcard == false)
+        #expect(policy.caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/opt/kc/bin/not-security"))?.hasWildcard == false)
+        let atRoot = CallerPolicy(toolDirectory: "/")
+        #expect(atRoot.caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/security"))?.hasWildcard == true)
+    }
+
+    @Test("an executable's path splits into its directory and name as the tool check compares them")
+    func split() {
+        #expect(CallerPolicy.split("/opt/kc/bin/security") == ("/opt/kc/bin", "security"))
+        #expect(CallerPolicy.split("/security") == ("/", "security"))
+        #expect(CallerPolicy.split("/usr/bin/python3 (deleted)") == ("/usr/bin", "python3 (deleted)"))
     }
 
     @Test("no program's files claim the wildcard or keychaind's groups (its own, the Secret portal's)")

@@ -41,6 +41,7 @@ public final class EmbeddedKeychainService: KeychainService {
     public init(locations: KeychainLocations = .current(), caller: Caller? = nil, asker: Asker? = nil,
                 baseConfiguration: KeychainFile.Configuration? = nil, syncing: (any KeychainSyncing)? = nil,
                 accessLog: (any AccessLogKeeping)? = nil, keychains: OpenKeychains = .shared,
+                preferences: KeychainPreferences? = nil,
                 configure: (inout KeychainFile.Configuration) -> Void = { _ in },
                 notice: @escaping @Sendable (String) -> Void = EmbeddedKeychainService.standardErrorNotice) {
         self.keychains = keychains
@@ -49,7 +50,10 @@ public final class EmbeddedKeychainService: KeychainService {
         self.notice = notice
         self.locations = locations
         self.caller = caller ?? Caller(accessGroups: ApplicationIdentity.current().accessGroups)
-        self.preferences = KeychainPreferences(locations: locations)
+        // A host that makes a service per client (keychaind) passes the one it made: the files' URLs are worked
+        // out once, not per connection.
+        assert(preferences == nil || preferences?.locations == locations, "the preferences of other locations")
+        self.preferences = preferences ?? KeychainPreferences(locations: locations)
         var configuration = baseConfiguration ?? OpenKeychains.standardConfiguration(locations: locations)
         configure(&configuration)
         self.configuration = configuration

@@ -36,3 +36,15 @@ public struct KeychainState: Sendable, Hashable {
         self.hasPassword = hasPassword
     }
 }
+
+/// A keychain of the search list with its state, as one answer gives them (a search through keychaind would
+/// otherwise ask for the list, then for each keychain's state).
+public struct ListedKeychain: Sendable, Hashable {
+    public var keychain: KeychainReference
+    public var state: KeychainState
+
+    public init(_ keychain: KeychainReference, _ state: KeychainState) {
+        self.keychain = keychain
+        self.state = state
+    }
+}

@@ -29,6 +29,8 @@ public protocol KeychainService: Sendable {
     // MARK: - Keychains
 
     func state(of keychain: KeychainReference) throws(KeychainError) -> KeychainState
+    /// The search list with each keychain's state, at one moment (through keychaind, one round trip).
+    func listedKeychains() throws(KeychainError) -> [ListedKeychain]
     /// Creates a keychain, unlocked; with no password it is a keychain of a device without a passcode.
     func createKeychain(_ keychain: KeychainReference, password: SecretBytes?, settings: KeychainSettings)
         throws(KeychainError)
@@ -213,6 +215,10 @@ extension KeychainService {
 }
 
 extension KeychainService {
+    public func listedKeychains() throws(KeychainError) -> [ListedKeychain] {
+        try searchList().map { keychain throws(KeychainError) in ListedKeychain(keychain, try state(of: keychain)) }
+    }
+
     public func resolve(_ nameOrPath: String?) -> KeychainReference {
         nameOrPath.map { resolve($0) } ?? defaultKeychain()
     }

@@ -20,11 +20,20 @@ import Glibc
 public final class RemoteKeychainService: KeychainService {
     public let socket: URL
     // SAFETY: the descriptor is only used under `connection`'s lock.
-    private let connection: Mutex<Int32>
+    private let connection: Mutex<Link>
 
-    private init(socket: URL, fd: Int32) {
+    /// The connection, and its session while that is under way: the session goes out with the first call (or
+    /// ahead of the greeting's answer) and its answer is read with that call's, one round trip fewer for a
+    /// command that makes a single call.
+    private struct Link {
+        var fd: Int32
+        var unsentSession: [UInt8]
+        var sessionAnswerPending: Bool
+    }
+
+    private init(socket: URL, fd: Int32, unsentSession: [UInt8], sessionAnswerPending: Bool) {
         self.socket = socket
-        self.connection = Mutex(fd)
+        self.connection = Mutex(Link(fd: fd, unsentSession: unsentSession, sessionAnswerPending: sessionAnswerPending))
     }
 
     /// Connects to the daemon at `socket`; nil when none answers there. `environment` tells where this client's user
@@ -114,29 +123,17 @@ public final class RemoteKeychainService: KeychainService {
             Glibc.close(fd)
             throw error
         }
-        if !session.isEmpty, !sessionAhead, !Framing.send(session, on: fd) {
-            Glibc.close(fd)
-            return nil
-        }
-        // The session's answer (an error there only means the daemon cannot ask this client's user; a notice is
-        // for the user, once per process).
-        if !session.isEmpty {
-            do {
-                guard let said = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
-                    Glibc.close(fd)
-                    return nil
-                }
-                if case .notice(let text)? = try? Response.decode(said), Self.standardErrorIsForPeople,
-                   !noticeShown.exchange(true, ordering: .relaxed) {
-                    let line = Array("keychain: \(text)\n".utf8)
-                    _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
-                }
-            } catch {
-                Glibc.close(fd)
-                return nil  // it went away: as above
-            }
-        }
-        return RemoteKeychainService(socket: socket, fd: fd)
+        return RemoteKeychainService(socket: socket, fd: fd, unsentSession: sessionAhead ? [] : session,
+                                     sessionAnswerPending: !session.isEmpty)
+    }
+
+    /// The session's answer: an error there only means the daemon cannot ask this client's user; a notice is for
+    /// the user, once per process.
+    private static func showNotice(inSessionAnswer said: [UInt8]) {
+        guard case .notice(let text)? = try? Response.decode(said), standardErrorIsForPeople,
+              !noticeShown.exchange(true, ordering: .relaxed) else { return }
+        let line = Array("keychain: \(text)\n".utf8)
+        _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 
     /// Whether this process has shown the daemon's notice already (every connection gets it again).
@@ -168,7 +165,7 @@ public final class RemoteKeychainService: KeychainService {
                              waylandDisplay: environment["WAYLAND_DISPLAY"], term: environment["TERM"])
     }
 
-    deinit { connection.withLock { if $0 >= 0 { Glibc.close($0) } } }
+    deinit { connection.withLock { if $0.fd >= 0 { Glibc.close($0.fd) } } }
 
     /// A second connection, turned into the daemon's event stream, read on a thread of its own.
     public func subscribe(_ handler: @escaping @Sendable (KeychainEvent) -> Void) throws(KeychainError)
@@ -178,9 +175,9 @@ public final class RemoteKeychainService: KeychainService {
             throw KeychainError(.notAvailable, "the keychain daemon went away")
         }
         _ = try stream.call(.subscribe)
-        let fd = stream.connection.withLock { fd in
-            defer { fd = -1 }  // the subscription owns it from here
-            return fd
+        let fd = stream.connection.withLock { link in
+            defer { link.fd = -1 }  // the subscription owns it from here
+            return link.fd
         }
         let subscription = EventSubscription(fd: fd)
         let started = DetachedThread.start(name: "keychain events") {
@@ -256,12 +253,22 @@ public final class RemoteKeychainService: KeychainService {
         guard payload.count <= WireLimits.maximumRequest else {
             throw KeychainError(.param, "the request is larger than keychaind takes (\(WireLimits.maximumRequest >> 20) MiB)")
         }
-        let answer: Result<[UInt8], KeychainError> = connection.withLock { fd in
+        let answer: Result<[UInt8], KeychainError> = connection.withLock { link in
+            let fd = link.fd
             guard fd >= 0 else { return .failure(KeychainError(.notAvailable, "the keychain daemon connection is closed")) }
-            guard Framing.send(payload, on: fd) else {
+            let session = link.unsentSession
+            link.unsentSession = []
+            guard Framing.send(session.isEmpty ? [payload] : [session, payload], on: fd) else {
                 return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
             }
             do {
+                if link.sessionAnswerPending {
+                    link.sessionAnswerPending = false
+                    guard let said = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
+                        return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+                    }
+                    Self.showNotice(inSessionAnswer: said)
+                }
                 while true {
                     guard let bytes = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
                         return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
@@ -321,6 +328,11 @@ public final class RemoteKeychainService: KeychainService {
 
     public func setSearchList(_ keychains: [KeychainReference]) throws(KeychainError) {
         _ = try call(.setSearchList(keychains))
+    }
+
+    public func listedKeychains() throws(KeychainError) -> [ListedKeychain] {
+        guard case .listedKeychains(let list) = try call(.searchListStates) else { throw unexpected() }
+        return list
     }
 
     public func state(of keychain: KeychainReference) throws(KeychainError) -> KeychainState {
@@ -462,9 +474,9 @@ public final class RemoteKeychainService: KeychainService {
     }
 
     public func close() {
-        connection.withLock { fd in
-            if fd >= 0 { Glibc.close(fd) }
-            fd = -1
+        connection.withLock { link in
+            if link.fd >= 0 { Glibc.close(link.fd) }
+            link.fd = -1
         }
     }
 }

@@ -14,8 +14,8 @@ import Glibc
 final class Session {
     private let makeService: () throws(KeychainError) -> any KeychainService
     private var connected: (any KeychainService)?
-    /// States just read by ``searchList(_:)``, used once by ``unlockIfNeeded(_:)`` instead of asking again (one
-    /// round trip to keychaind fewer per keychain searched).
+    /// States read with the search list by ``searchList(_:)``, used once by ``unlockIfNeeded(_:)`` instead of asking
+    /// again (one round trip to keychaind fewer per keychain searched).
     private var freshStates: [(keychain: KeychainReference, state: KeychainState)] = []
 
     init(makeService: @escaping () throws(KeychainError) -> any KeychainService) {
@@ -50,11 +50,9 @@ final class Session {
     func searchList(_ names: [String]) throws(KeychainError) -> [KeychainReference] {
         if !names.isEmpty { return try names.map { name throws(KeychainError) in try keychain(name) } }
         var found: [KeychainReference] = []
-        for reference in service.searchList() {
-            let state = try service.state(of: reference)
-            guard state.exists else { continue }
-            freshStates.append((reference, state))
-            found.append(reference)
+        for listed in try service.listedKeychains() where listed.state.exists {
+            freshStates.append((listed.keychain, listed.state))
+            found.append(listed.keychain)
         }
         if found.isEmpty { found.append(try keychain(nil)) }
         return found
