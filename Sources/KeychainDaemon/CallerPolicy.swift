@@ -21,22 +21,22 @@ public struct CallerPolicy: Sendable {
 
     public func caller(for peer: PeerIdentity) -> Caller? {
         guard let executable = peer.executable else { return nil }
-        let url = URL(fileURLWithPath: executable)
-        // The kernel's path (/proc/PID/exe) is absolute and canonical: split as bytes, not through URL, which
-        // costs more at every connection.
+        // The kernel's path (/proc/PID/exe) is absolute and canonical: split and compared as bytes. A URL (which
+        // asks the file system whether the path is a directory) is made only for a program that is not a tool.
         let (directory, name) = Self.split(executable)
+        let url = { URL(fileURLWithPath: executable, isDirectory: false) }
         // The program for trusted-application lists. An executable the daemon cannot read (mode 0111) gets an
         // empty digest: it is still checked, by path alone, never let through unchecked.
         let application = TrustedApplication(path: executable, digest: peer.executableDigest ?? Data())
         if !peer.foreignCode.isEmpty {
             // Not the program its executable names: never one of the keychain's tools, never on a trusted list (it
             // is shown, and remembered, with what was loaded into it).
-            let identity = ApplicationIdentity.current(executable: url, environment: [:])
+            let identity = ApplicationIdentity.current(executable: url(), environment: [:])
             let shown = "\(executable) (with \(peer.foreignCode.joined(separator: ", ")) loaded)"
             return Caller(accessGroups: Self.claimable(identity.accessGroups),
                           application: TrustedApplication(path: shown, digest: peer.executableDigest ?? Data()))
         }
-        if let group = Self.tools[name], directory == toolDirectory {
+        if let group = Self.tools[name], directory.utf8.elementsEqual(toolDirectory.utf8) {
             // Named by path alone (see TrustedApplication) only where nobody but root can replace them (an installed
             // package: an upgrade keeps their items' lists valid). In a directory the user can write (a build
             // directory, ~/.local/bin) any program of the user could put something else there: path and digest.
@@ -44,15 +44,17 @@ public struct CallerPolicy: Sendable {
             return Caller(accessGroups: [group, Caller.wildcardGroup],
                           application: byPath ? TrustedApplication(path: executable, digest: Data()) : application)
         }
-        let identity = ApplicationIdentity.current(executable: url, environment: [:])
+        let identity = ApplicationIdentity.current(executable: url(), environment: [:])
         return Caller(accessGroups: Self.claimable(identity.accessGroups), application: application)
     }
 
-    /// An absolute path's directory (`/` for a file at the root) and last component.
+    /// An absolute path's directory (`/` for a file at the root) and last component, cut at the last `/` byte
+    /// (not by characters: a combining mark after the slash belongs to the name).
     public static func split(_ path: String) -> (directory: String, name: String) {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return ("", path) }
-        let directory = String(path[..<slash])
-        return (directory.isEmpty ? "/" : directory, String(path[path.index(after: slash)...]))
+        let bytes = path.utf8
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return ("", path) }
+        let directory = String(Substring(bytes[..<slash]))
+        return (directory.isEmpty ? "/" : directory, String(Substring(bytes[bytes.index(after: slash)...])))
     }
 
     /// The groups a program's files may claim: every one but the wildcard, which only the keychain's own tools

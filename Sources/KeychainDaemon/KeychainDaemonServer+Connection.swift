@@ -38,7 +38,8 @@ extension KeychainDaemonServer {
             return refuse(fd, "cannot identify the caller's program (connect before PR_SET_DUMPABLE 0)")
         }
         // Everything is read with the sender's pid checked against the caller's, counting from here: what was
-        // queued before the caller was identified can only be its greeting and session (requests wait for them).
+        // queued before the caller was identified can only be its greeting and session (a client sends any other
+        // request only after the greeting's answer, which goes out after the identification).
         guard let watch = ProcessWatch(peer) else { return refuse(fd, "cannot identify the caller") }
         // A connection that broke the protocol turns its process's next ones away for a while (ProtocolOffenders).
         var offended = false
@@ -117,8 +118,7 @@ extension KeychainDaemonServer {
                     let service = connectionService ?? EmbeddedKeychainService(
                         locations: locations, caller: registry.admit(claimed) { _, _ in .unavailable },
                         asker: Asker(prompter: nil), baseConfiguration: fileConfiguration, syncing: syncing,
-                        accessLog: accessLog, keychains: keychains, preferences: preferences,
-                            notice: daemonNotice)
+                        accessLog: accessLog, keychains: keychains, preferences: preferences, notice: daemonNotice)
                     connectionService = service
                     if case .subscribe = request { return streamEvents(to: fd) }
                     if case .serveSecretService(let address, let replace) = request {

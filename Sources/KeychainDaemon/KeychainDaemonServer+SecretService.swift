@@ -22,8 +22,7 @@ extension KeychainDaemonServer {
         // What the collection list is (read as keychaind itself sees the preferences).
         let observer = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: []),
                                                asker: Asker(prompter: nil), baseConfiguration: fileConfiguration,
-                                               keychains: keychains, preferences: preferences,
-                            notice: daemonNotice)
+                                               keychains: keychains, preferences: preferences, notice: daemonNotice)
         let server = SecretServiceServer(
             connection: connection, observer: observer, publish: { [self] event in publish(event) },
             decisionLog: { [self] records, peer, caller in
@@ -36,8 +35,7 @@ extension KeychainDaemonServer {
             // Its questions are its prompts' (Unlock, CreateCollection): a call itself never asks.
             return EmbeddedKeychainService(locations: locations, caller: caller, asker: Asker(prompter: nil),
                                            baseConfiguration: fileConfiguration, accessLog: accessLog,
-                                           keychains: keychains, preferences: preferences,
-                            notice: daemonNotice)
+                                           keychains: keychains, preferences: preferences, notice: daemonNotice)
         }
         // A bus that goes away (the session ended) leaves no server behind: the next hand-over serves the new one.
         try server.start(replace: replace, onClose: { [self] in

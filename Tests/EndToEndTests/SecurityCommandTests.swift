@@ -155,6 +155,19 @@ struct SecurityCommandTests {
         #expect(try tool.run("delete-generic-password").status == 2)
     }
 
+    @Test("find walks the search list: a keychain listed but gone is skipped, the next one is searched")
+    func searchListWithMissingKeychain() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        // The login keychain, made at first use (no terminal here: without a password).
+        #expect(try tool.run("add-generic-password", "-a", "acct", "-s", "svc", "-w", "found-it").status == 0)
+        #expect(try tool.run("list-keychains", "-s", "gone", "login").status == 0)
+        let found = try tool.run("find-generic-password", "-a", "acct", "-s", "svc", "-w")
+        #expect(found.status == 0)
+        #expect(found.stdout == "found-it\n")
+        #expect(try tool.run("find-generic-password", "-a", "other", "-s", "svc").status == 44)
+    }
+
     @Test("keychains: create with a password, list, default, settings, lock and unlock, change password, delete")
     func keychains() throws {
         let tool = Tool()

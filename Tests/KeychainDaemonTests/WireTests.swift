@@ -270,6 +270,12 @@ struct CallerPolicyTests {
         #expect(CallerPolicy.split("/opt/kc/bin/security") == ("/opt/kc/bin", "security"))
         #expect(CallerPolicy.split("/security") == ("/", "security"))
         #expect(CallerPolicy.split("/usr/bin/python3 (deleted)") == ("/usr/bin", "python3 (deleted)"))
+        // Cut at the byte: a combining mark after the slash is the name's, never dropped (it would make the name
+        // "security" and the program a tool).
+        #expect(CallerPolicy.split("/opt/kc/bin/\u{301}security").name.unicodeScalars.first == "\u{301}")
+        let marked = CallerPolicy(toolDirectory: "/opt/kc/bin")
+            .caller(for: PeerIdentity(pid: 1, uid: 0, executable: "/opt/kc/bin/\u{301}security"))
+        #expect(marked?.hasWildcard == false)
     }
 
     @Test("no program's files claim the wildcard or keychaind's groups (its own, the Secret portal's)")

@@ -36,6 +36,8 @@ public final class EmbeddedKeychainService: KeychainService {
     ///   - baseConfiguration: the file configuration to start from (default: ``OpenKeychains/standardConfiguration``,
     ///     which reads the environment; keychaind makes it once, not per connection).
     ///   - keychains: the open files this service shares with the others of its host (default: the process's).
+    ///   - preferences: the default keychain and search list of `locations`, made once by a host that makes a
+    ///     service per client (keychaind); nil: made here.
     ///   - configure: adjusts the file configuration (tests: a fast KDF, a clock).
     ///   - notice: where a word to the user goes (default: standard error; keychaind: its log).
     public init(locations: KeychainLocations = .current(), caller: Caller? = nil, asker: Asker? = nil,

@@ -29,7 +29,8 @@ public protocol KeychainService: Sendable {
     // MARK: - Keychains
 
     func state(of keychain: KeychainReference) throws(KeychainError) -> KeychainState
-    /// The search list with each keychain's state, at one moment (through keychaind, one round trip).
+    /// The search list with each keychain's state (through keychaind, one round trip; the default asks for the
+    /// list, then for each state).
     func listedKeychains() throws(KeychainError) -> [ListedKeychain]
     /// Creates a keychain, unlocked; with no password it is a keychain of a device without a passcode.
     func createKeychain(_ keychain: KeychainReference, password: SecretBytes?, settings: KeychainSettings)
