@@ -36,10 +36,10 @@ public final class RemoteKeychainService: KeychainService {
         self.connection = Mutex(Link(fd: fd, unsentSession: unsentSession, sessionAnswerPending: sessionAnswerPending))
     }
 
-    /// Connects to the daemon at `socket`; nil when none answers there. The session's answer is read at the first
-    /// call: a daemon that ends between its greeting and that call fails the call ("went away"), not the connect. `environment` tells where this client's user
+    /// Connects to the daemon at `socket`; nil when none answers there. `environment` tells where this client's user
     /// can be asked (``currentSession(environment:)``); `locations` (by default those of `environment`), which
-    /// directories an installed keychaind must say it serves.
+    /// directories an installed keychaind must say it serves. The session's answer is read at the first call: a
+    /// daemon that ends between its greeting and that call fails the call ("went away"), not the connect.
     public static func connect(to socket: URL, serving locations: KeychainLocations? = nil,
                                environment: [String: String] = ProcessEnvironment.current())
         throws(KeychainError) -> RemoteKeychainService?

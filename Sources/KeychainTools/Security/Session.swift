@@ -16,7 +16,7 @@ final class Session {
     private var connected: (any KeychainService)?
     /// States read with the search list by ``searchList(_:)``, used once by ``unlockIfNeeded(_:)`` instead of asking
     /// again (one round trip to keychaind fewer per keychain searched).
-    private var freshStates: [(keychain: KeychainReference, state: KeychainState)] = []
+    private var freshStates: [ListedKeychain] = []
 
     init(makeService: @escaping () throws(KeychainError) -> any KeychainService) {
         self.makeService = makeService
@@ -51,7 +51,7 @@ final class Session {
         if !names.isEmpty { return try names.map { name throws(KeychainError) in try keychain(name) } }
         var found: [KeychainReference] = []
         for listed in try service.listedKeychains() where listed.state.exists {
-            freshStates.append((listed.keychain, listed.state))
+            freshStates.append(listed)
             found.append(listed.keychain)
         }
         if found.isEmpty { found.append(try keychain(nil)) }
