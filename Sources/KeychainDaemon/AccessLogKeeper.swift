@@ -53,9 +53,11 @@ final class AccessLogKeeper: AccessLogKeeping {
     /// Writes `records` (one `write(2)`); an error means the call's answer must be an error too.
     func record(_ records: [AccessLogRecord]) throws(KeychainError) {
         guard !records.isEmpty else { return }
+        // Encoded before the writer's lock is taken: every call's answer waits on that lock.
+        let encoded = AccessLogWriter.encode(records)
         let finished = try writer.withLock { (writer: inout AccessLogWriter) throws(KeychainError) -> AccessLogHead? in
             let file = writer.head.file
-            try writer.append(records)
+            try writer.append(encoded: encoded)
             return writer.head.file != file ? writer.closedHead : nil
         }
         // A file finished (rotation): where it ended goes into the login keychain, as at a clean stop, so that after a

@@ -288,4 +288,52 @@ struct AccessLogFileTests {
         #expect(secrets.runSecrets.count == 64)
         #expect(AccessLogSecrets(encoded: Array(secrets.encoded.dropLast())) == nil)
     }
+
+    @Test("a log begun in the first format (a seal per record) is still read, and goes on in the second across the upgrade")
+    func firstFormatStillRead() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let old = try AccessLogWriter(directory: directory, publicKey: key.publicKey, maximumFileSize: 2_000,
+                                      maximumFiles: 16, format: .sealed)
+        runs.secrets.append(old.runSecret)
+        for n in 1...12 { try old.append([Self.record(n)]) }
+        old.close()
+        let first = try [UInt8](Data(contentsOf: files()[0]))
+        #expect(Array(first.prefix(8)) == Array("KCACLOG1".utf8))
+        let new = try writer(fileSize: 2_000)
+        for n in 13...20 { try new.append([Self.record(n)]) }
+        #expect(try [UInt8](Data(contentsOf: files().last!)).prefix(8).elementsEqual("KCACLOG2".utf8))
+        let report = check(new.head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.records.map(\.sequence) == Array(1...20))
+        #expect(report.records[3].itemLabel == Self.record(4).itemLabel)
+
+        // An edited record of the first format is still found.
+        let url = files()[0]
+        let (bytes, ranges) = try frameRanges(url)
+        var edited = bytes
+        edited[ranges[1].lowerBound + 20] ^= 0x40
+        try Data(edited).write(to: url)
+        #expect(check(new.head).check.problem?.contains("record 2 altered") == true, "\(check(new.head).check)")
+    }
+
+    @Test("the key stream: records across its 4 KiB pieces read back; the same record twice is two different ciphertexts")
+    func keyStream() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let writer = try writer()
+        let long = String(repeating: "long label ", count: 60)
+        for n in 1...40 { try writer.append([Self.record(n % 2 == 0 ? 2 : n, label: n % 3 == 0 ? long : "Mail password")]) }
+        try writer.append([Self.record(2), Self.record(2)])  // one call, two records
+        let report = check(writer.head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.records.count == 42)
+        #expect(report.records[2].itemLabel == "\(long) 3")
+        let (bytes, ranges) = try frameRanges(files()[0])
+        #expect(bytes.count > 3 * AccessLogFile.KeyStreamChunk.size)
+        // Records 2 and 4 are the same record but for the sequence number: after it, nothing of their
+        // ciphertexts may match (a key stream used twice would show as equal bytes).
+        let second = Array(bytes[ranges[1]].dropFirst(4 + 17 + 8).dropLast(32))
+        let fourth = Array(bytes[ranges[3]].dropFirst(4 + 17 + 8).dropLast(32))
+        #expect(second.count == fourth.count)
+        #expect(zip(second, fourth).filter { $0 == $1 }.count < second.count / 8)
+    }
 }

@@ -5,21 +5,40 @@ import KeychainCore
 import Synchronization
 
 // keychaind under load, measured from inside one process (no process starts): the in-process round trip of a find,
-// then CLIENTS connections each sending REQUESTS mixed calls at once, then the daemon's resident memory.
-//   DaemonLoad ITEMS CLIENTS REQUESTS      (with a keychaind serving the XDG directories of the environment;
-//                                           Benchmarks/daemon/load.sh starts one in a scratch home)
+// then CLIENTS connections each sending REQUESTS calls at once (MIX: "mixed", the default, or "finds" only), then
+// keychaind's CPU time per call of that second part and its resident memory.
+//   DaemonLoad ITEMS CLIENTS REQUESTS [MIX]  (with a keychaind serving the XDG directories of the environment;
+//                                             Benchmarks/daemon/load.sh starts one in a scratch home)
 
-let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
-guard arguments.count == 3 else {
-    FileHandle.standardError.write(Data("usage: DaemonLoad ITEMS CLIENTS REQUESTS\n".utf8))
+let arguments = CommandLine.arguments.dropFirst().prefix(3).compactMap { Int($0) }
+let mix = CommandLine.arguments.count > 4 ? CommandLine.arguments[4] : "mixed"
+guard arguments.count == 3, CommandLine.arguments.count <= 5, mix == "mixed" || mix == "finds" else {
+    FileHandle.standardError.write(Data("usage: DaemonLoad ITEMS CLIENTS REQUESTS [mixed|finds]\n".utf8))
     exit(2)
 }
 let (itemCount, clientCount, requestCount) = (arguments[0], arguments[1], arguments[2])
+let findsOnly = mix == "finds"
+
+/// keychaind's CPU time so far (utime + stime of every thread, /proc/PID/stat), in µs; its pid is in the socket's
+/// lock file.
+func keychaindCPU() -> Int64? {
+    guard let pid = try? String(contentsOfFile: daemonSocket.path + ".lock", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines),
+          let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")")
+    else { return nil }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
+    return (user + system) * 1_000_000 / Int64(sysconf(Int32(_SC_CLK_TCK)))
+}
 @Sendable func connect() -> RemoteKeychainService { connectToDaemon() }
 
 let setup = connect()
 let keychain = setup.resolve("load")
 do {
+    // A login keychain, as every user has: keychaind keeps the access log's key in it (without one it would look
+    // for it after every call).
+    try? setup.createKeychain(setup.resolve("login"), password: nil, settings: .never)
     try setup.createKeychain(keychain, password: nil, settings: .never)
     // Prefilled in batches through one connection (each add is one synced transaction in the daemon).
     for i in 0..<itemCount {
@@ -45,6 +64,7 @@ print("find round trip, one client, \(itemCount) items, 2000 finds: p50 \(percen
 // 2. CLIENTS connections at once, REQUESTS each: 60% finds of shared items, 20% adds, 10% updates and 10% deletes
 // of the client's own items. Every call must succeed (finds of own items that were deleted expect not-found).
 let errors = Atomic(0)
+let cpuBefore = keychaindCPU()
 let latencies = Mutex<[String: [Int64]]>([:])
 let started = ContinuousClock.now
 let done = DispatchGroup()
@@ -64,7 +84,7 @@ for c in 0..<clientCount {
             let start = ContinuousClock.now
             let kind: String
             do {
-                if roll < 60 || own.isEmpty && roll >= 80 {
+                if findsOnly || roll < 60 || own.isEmpty && roll >= 80 {
                     kind = "find"
                     let account = "fill-\(Int(random >> 20) % max(itemCount, 1))"
                     _ = try client.search(["class": "genp", "svce": "load", "acct": .string(account), "r_Data": true],
@@ -99,10 +119,14 @@ for c in 0..<clientCount {
 }
 done.wait()
 let wall = micros(ContinuousClock.now - started)
+let cpuAfter = keychaindCPU()
 let all = latencies.withLock { $0 }
 let total = all.values.reduce(0) { $0 + $1.count }
-print("\(clientCount) clients × \(requestCount) mixed requests: \(total) done, \(errors.load(ordering: .relaxed)) errors, "
+print("\(clientCount) clients × \(requestCount) \(mix) requests: \(total) done, \(errors.load(ordering: .relaxed)) errors, "
       + "\(wall / 1000) ms wall, \(Int64(total) * 1_000_000 / max(wall, 1)) requests/s")
+if let cpuBefore, let cpuAfter {
+    print("  keychaind CPU time: \(cpuAfter - cpuBefore) µs, \((cpuAfter - cpuBefore) / Int64(max(total, 1))) µs per request")
+}
 for kind in ["find", "add", "update", "delete"] {
     let values = all[kind] ?? []
     print("  \(kind): \(values.count), p50 \(percentile(values, 0.5)) µs, p99 \(percentile(values, 0.99)) µs")

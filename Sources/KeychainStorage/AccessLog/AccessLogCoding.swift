@@ -27,6 +27,11 @@ enum AccessLogCoding {
         return out
     }
 
+    /// Sets the sequence number of an encoded record (its first field), given only when it is written.
+    static func setSequence(_ sequence: UInt64, in bytes: inout [UInt8]) {
+        withUnsafeBytes(of: sequence.bigEndian) { bytes.replaceSubrange(0..<8, with: $0) }
+    }
+
     static func decode(_ bytes: [UInt8]) -> AccessLogRecord? {
         var offset = 0
         func u64() -> UInt64? {

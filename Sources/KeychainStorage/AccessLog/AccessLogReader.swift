@@ -73,6 +73,8 @@ public enum AccessLogReader {
             var chain = Array(SHA256.hash(data: header.bytes))
             var expected = header.firstSequence
             var closed = false
+            // Format 2: where the next frame's key stream must begin (each byte used once).
+            var streamOffset: UInt64 = 0
             for frame in parsed.frames {
                 // Where keychaind stood when the check began: what follows was written since.
                 if let head, file.index == head.file, expected - 1 == head.sequence, !closed {
@@ -99,6 +101,13 @@ public enum AccessLogReader {
                     let mac = current.advance(over: frame.body)
                     guard mac == frame.mac, let plain = current.open(frame.body) else {
                         return fail("record \(sequence) altered (\(name))")
+                    }
+                    if header.format == .streamed {
+                        // Authentic but not where the stream stood: a writer that used key stream twice.
+                        guard AccessLogFile.streamOffset(of: frame.body) == streamOffset else {
+                            return fail("record \(sequence) reuses the key stream (\(name))")
+                        }
+                        streamOffset += UInt64(plain.count)
                     }
                     keys = current
                     if kind == AccessLogFile.Kind.record.rawValue {

@@ -17,9 +17,10 @@ public struct AccessLogHead: Sendable, Hashable {
 /// Appends records to the access log (``AccessLogFile``). Not thread-safe: keychaind keeps one behind a lock.
 ///
 /// Each append is one `write(2)` before keychaind answers the call, so a kill at any instant loses no record of an
-/// answer that went out. A new file is started at every start (the last one's keys are gone with the process that
-/// wrote it), when the current one passes ``maximumFileSize``, and when the log's key changes; the oldest files go
-/// beyond ``maximumFiles``.
+/// answer that went out (a file mapped shared would save the system call, but a program that truncates it would then
+/// end keychaind with SIGBUS at its next record). A new file is started at every start (the last one's keys are gone
+/// with the process that wrote it), when the current one passes ``maximumFileSize``, and when the log's key changes;
+/// the oldest files go beyond ``maximumFiles``.
 public final class AccessLogWriter {
     public let directory: URL
     public private(set) var publicKey: Curve25519.KeyAgreement.PublicKey
@@ -40,8 +41,18 @@ public final class AccessLogWriter {
     /// (``AccessLogSecrets``), so that the reader can tell this run's files from files anyone could make.
     public let runSecret: [UInt8]
 
-    public init(directory: URL, publicKey: Curve25519.KeyAgreement.PublicKey, maximumFileSize: Int = 1 << 20,
-                maximumFiles: Int = 16) throws(KeychainError) {
+    /// The format new files are written in (the first one only in tests that check it is still read).
+    let format: AccessLogFile.Format
+
+    public convenience init(directory: URL, publicKey: Curve25519.KeyAgreement.PublicKey, maximumFileSize: Int = 1 << 20,
+                            maximumFiles: Int = 16) throws(KeychainError) {
+        try self.init(directory: directory, publicKey: publicKey, maximumFileSize: maximumFileSize,
+                      maximumFiles: maximumFiles, format: .streamed)
+    }
+
+    init(directory: URL, publicKey: Curve25519.KeyAgreement.PublicKey, maximumFileSize: Int, maximumFiles: Int,
+         format: AccessLogFile.Format) throws(KeychainError) {
+        self.format = format
         runSecret = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
         self.directory = directory
         self.publicKey = publicKey
@@ -72,26 +83,50 @@ public final class AccessLogWriter {
 
     /// Appends `records` (their sequence numbers are given here) in one write.
     public func append(_ records: [AccessLogRecord]) throws(KeychainError) {
-        guard !records.isEmpty else { return }
+        try append(encoded: Self.encode(records))
+    }
+
+    /// Records encoded for ``append(encoded:)``: work that needs no lock (keychaind encodes before it takes the
+    /// writer's).
+    public struct EncodedRecords: Sendable {
+        fileprivate let plaintexts: [[UInt8]]
+    }
+
+    public static func encode(_ records: [AccessLogRecord]) -> EncodedRecords {
+        EncodedRecords(plaintexts: records.map(AccessLogCoding.encode))
+    }
+
+    /// Appends records encoded by ``encode(_:)`` (their sequence numbers are given here) in one write.
+    public func append(encoded records: EncodedRecords) throws(KeychainError) {
+        let plaintexts = records.plaintexts
+        guard !plaintexts.isEmpty else { return }
         // A writer without a file (a rotation or key change that could not open the next one) tries again, and
         // fails closed: no record, no answer.
         if keys == nil || fd < 0 { try startFile(after: (sequence, lastChain)) }
-        guard var keys else { throw KeychainError(.io, "the access log has no file to write to") }
-        guard sequence < AccessLogFile.maximumSequence - UInt64(records.count) else {
+        guard sequence < AccessLogFile.maximumSequence - UInt64(plaintexts.count) else {
             throw KeychainError(.io, "the access log's sequence numbers are used up")
         }
+        guard var keys else { throw KeychainError(.io, "the access log has no file to write to") }
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(plaintexts.reduce(0) { $0 + $1.count + format.frameOverhead })
         var next = sequence
         do {
-            for var record in records {
+            for var plaintext in plaintexts {
                 next += 1
-                record.sequence = next
-                bytes += try keys.frame(sequence: next, kind: .record, plaintext: AccessLogCoding.encode(record))
+                AccessLogCoding.setSequence(next, in: &plaintext)
+                bytes += try keys.frame(sequence: next, kind: .record, plaintext: plaintext)
             }
         } catch {
             throw KeychainError(.internalComponent, "cannot seal an access log record")
         }
-        try write(bytes)
+        do {
+            try write(bytes)
+        } catch {
+            // Nothing of it stays, but the key stream it used is not used again.
+            self.keys?.streamOffset = keys.streamOffset
+            self.keys?.streamChunk = keys.streamChunk
+            throw error
+        }
         self.keys = keys
         sequence = next
         size += bytes.count
@@ -136,7 +171,7 @@ public final class AccessLogWriter {
         }
         let index = index + 1  // taken only once the file is there
         let ephemeral = Curve25519.KeyAgreement.PrivateKey()
-        let header = AccessLogFile.Header(index: index, firstSequence: previous.sequence + 1,
+        let header = AccessLogFile.Header(format: format, index: index, firstSequence: previous.sequence + 1,
                                           previousChain: previous.chain.count == 32 ? previous.chain : [UInt8](repeating: 0, count: 32),
                                           logKey: Array(publicKey.rawRepresentation),
                                           ephemeralKey: Array(ephemeral.publicKey.rawRepresentation),
