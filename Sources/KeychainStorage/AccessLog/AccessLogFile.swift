@@ -163,7 +163,7 @@ enum AccessLogFile {
         mutating func open(_ body: [UInt8]) -> [UInt8]? {
             switch format {
             case .streamed:
-                guard body.count >= 9 + 8 else { return nil }
+                guard body.count >= 9 + 8, Kind(rawValue: body[8]) != nil else { return nil }
                 let offset = AccessLogFile.streamOffset(of: body)
                 guard offset <= AccessLogFile.maximumStreamOffset else { return nil }
                 var plain = Array(body[17...])

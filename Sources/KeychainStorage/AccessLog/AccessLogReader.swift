@@ -102,12 +102,17 @@ public enum AccessLogReader {
                     guard mac == frame.mac, let plain = current.open(frame.body) else {
                         return fail("record \(sequence) altered (\(name))")
                     }
+                    guard kind == AccessLogFile.Kind.record.rawValue || plain.isEmpty else {
+                        return fail("\(name): its close record holds data")
+                    }
                     if header.format == .streamed {
-                        // Authentic but not where the stream stood: a writer that used key stream twice.
-                        guard AccessLogFile.streamOffset(of: frame.body) == streamOffset else {
+                        // Authentic but before where the stream stood: a writer that used key stream twice. (After
+                        // it is a gap: a write that failed, whose stream is not used again.)
+                        let offset = AccessLogFile.streamOffset(of: frame.body)
+                        guard offset >= streamOffset else {
                             return fail("record \(sequence) reuses the key stream (\(name))")
                         }
-                        streamOffset += UInt64(plain.count)
+                        streamOffset = offset + UInt64(plain.count)
                     }
                     keys = current
                     if kind == AccessLogFile.Kind.record.rawValue {

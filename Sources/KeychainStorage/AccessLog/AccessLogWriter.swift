@@ -186,7 +186,20 @@ public final class AccessLogWriter {
         self.index = index
         sequence = previous.sequence
         keys = AccessLogFile.Keys(shared: shared, header: header, runSecret: runSecret)
-        try write(header.bytes)
+        size = 0  // a header written in part is cut back to nothing
+        do {
+            try write(header.bytes)
+        } catch {
+            // No file without its header: it goes, its number is not taken, and the next call starts it again.
+            Glibc.close(opened)
+            unlink(path)
+            fd = -1
+            keys = nil
+            self.index = index - 1
+            sequence = previous.sequence
+            lastChain = previous.chain
+            throw error
+        }
         fsync(fd)
         size = header.bytes.count
     }
