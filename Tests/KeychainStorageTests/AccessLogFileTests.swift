@@ -336,4 +336,33 @@ struct AccessLogFileTests {
         #expect(second.count == fourth.count)
         #expect(zip(second, fourth).filter { $0 == $1 }.count < second.count / 8)
     }
+
+    @Test("a write that failed leaves a gap in the key stream, which the check takes; a stream used twice is named")
+    func keyStreamGapAndReuse() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let writer = try writer()
+        try writer.append([Self.record(1)])
+        // As after a failed write: frames were made (the stream moved on), none reached the file.
+        guard var lost = writer.currentKeys else { Issue.record("no file"); return }
+        _ = try lost.frame(sequence: 2, kind: .record, plaintext: AccessLogCoding.encode(Self.record(2)))
+        writer.skipKeyStream(to: lost)
+        try writer.append([Self.record(2)])
+        try writer.append([Self.record(3)])
+        let report = check(writer.head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.records.map(\.sequence) == [1, 2, 3])
+
+        // A writer that used the stream again (its offset moved back) is found, though every MAC holds.
+        let other = directory.appendingPathExtension("reuse")
+        defer { try? FileManager.default.removeItem(at: other) }
+        let reusing = try self.writer(other)
+        try reusing.append([Self.record(1)])
+        guard var start = reusing.currentKeys else { Issue.record("no file"); return }
+        start.streamOffset = 0
+        start.streamChunk = AccessLogFile.KeyStreamChunk(index: .max, bytes: [])
+        reusing.skipKeyStream(to: start)
+        try reusing.append([Self.record(2)])
+        let problem = AccessLogReader.read(directory: other, secrets: secrets, head: reusing.head).check.problem ?? ""
+        #expect(problem.contains("record 2 reuses the key stream"), "\(problem)")
+    }
 }

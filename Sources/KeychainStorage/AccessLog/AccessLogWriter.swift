@@ -122,9 +122,7 @@ public final class AccessLogWriter {
         do {
             try write(bytes)
         } catch {
-            // Nothing of it stays, but the key stream it used is not used again.
-            self.keys?.streamOffset = keys.streamOffset
-            self.keys?.streamChunk = keys.streamChunk
+            skipKeyStream(to: keys)
             throw error
         }
         self.keys = keys
@@ -133,6 +131,16 @@ public final class AccessLogWriter {
         // This call's records are written; a next file that cannot be opened fails the next call instead.
         if size >= maximumFileSize { try? rotate() }
     }
+
+    /// After a write that failed: nothing of it stays, but the key stream its frames used (up to where `used`
+    /// stands) is not used again; the next frame leaves a gap in the stream's offsets.
+    func skipKeyStream(to used: AccessLogFile.Keys) {
+        keys?.streamOffset = used.streamOffset
+        keys?.streamChunk = used.streamChunk
+    }
+
+    /// A copy of the current file's keys, for a test that makes frames without writing them.
+    var currentKeys: AccessLogFile.Keys? { keys }
 
     /// Seals the log to `key` from the next record on (a new file).
     public func use(_ key: Curve25519.KeyAgreement.PublicKey) throws(KeychainError) {
