@@ -45,6 +45,23 @@ struct SecretSessionCryptoTests {
         #expect(ModP1024.power(ModP1024.generator, exponent, bits: 64) == bySquaring)
     }
 
+    @Test("our public key from the generator's table is the generator raised by the window, for every digit and window")
+    func generatorTable() {
+        var exponents: [ModP1024.Number] = [
+            [UInt64](repeating: 0, count: 16),                                        // 2⁰ = 1
+            [1] + [UInt64](repeating: 0, count: 15),
+            [UInt64](repeating: .max, count: 4) + [UInt64](repeating: 0, count: 12),  // every window at digit 15
+            [0xFEDC_BA98_7654_3210, 0x0123_4567_89AB_CDEF, 0xF0E1_D2C3_B4A5_9687, 0x8000_0000_0000_0001]
+                + [UInt64](repeating: 0, count: 12),
+        ]
+        for _ in 0..<4 { exponents.append((0..<16).map { $0 < 4 ? UInt64.random(in: .min ... .max) : 0 }) }
+        for exponent in exponents {
+            #expect(ModP1024.generatorPower(exponent) == ModP1024.power(ModP1024.generator, exponent, bits: 256))
+        }
+        #expect(ModP1024.generatorPower(exponents[0]) == [1] + [UInt64](repeating: 0, count: 15))
+        #expect(ModP1024.generatorPower(exponents[1]) == ModP1024.generator)
+    }
+
     @Test("a client and the service agree on the key: what one encrypts the other opens; bad public keys are refused")
     func agreement() throws {
         var clientSecret = (0..<16).map { _ in UInt64.random(in: .min ... .max) }

@@ -75,6 +75,8 @@ public final class SecretServiceServer: Sendable {
     let state = Mutex(State())
     /// Each client's calls in order, different clients' side by side.
     let lanes = CallLanes()
+    /// The unique names that have called us and not yet left: the only ones whose leaving needs forgetting.
+    let callers = Mutex<Set<String>>([])
     /// The in-memory `session` collection (one per keychaind).
     let sessionCollection = SecretSessionCollection()
 
@@ -136,13 +138,15 @@ public final class SecretServiceServer: Sendable {
         state.withLock { $0.knownCollections = collections }
         connection.startReceiving({ [self] message in
             guard message.kind == .methodCall else {
-                // A client that left is forgotten after the calls it sent before leaving.
+                // A client that left is forgotten after the calls it sent before leaving; one that never called
+                // left nothing to forget (on a desktop's bus, most programs that come and go).
                 if message.kind == .signal, message.member == "NameOwnerChanged", message.sender == "org.freedesktop.DBus",
-                   let name = message.body.first?.stringValue {
+                   let name = message.body.first?.stringValue, callers.withLock({ $0.remove(name) != nil }) {
                     lanes.submit(name) { [self] in forget(message) }
                 }
                 return
             }
+            if let sender = message.sender { callers.withLock { _ = $0.insert(sender) } }
             lanes.submit(message.sender ?? "") { [self] in
                 guard let reply = handle(message) else { return }  // answered later, from a thread of its own
                 if !message.flags.contains(.noReplyExpected) { _ = try? connection.send(reply) }
@@ -150,7 +154,9 @@ public final class SecretServiceServer: Sendable {
         }, onClose: onClose)
         _ = try? connection.send(.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "AddMatch", body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged'")]))
+            member: "AddMatch",
+            // Only names that went (no new owner): a client's arrival needs nothing from us.
+            body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")]))
     }
 
     /// A client that left: its sessions close, its prompts and its Allow answers go, and so does its service.

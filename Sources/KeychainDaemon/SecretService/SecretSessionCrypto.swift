@@ -68,7 +68,7 @@ enum SessionKeyPool {
     static func make() -> KeyPair {
         var exponent = (0..<16).map { $0 < 4 ? UInt64.random(in: .min ... .max) : 0 }
         exponent[3] |= 1 << 63
-        return (exponent, ModP1024.power(ModP1024.generator, exponent, bits: 256))
+        return (exponent, ModP1024.generatorPower(exponent))
     }
 }
 
@@ -166,48 +166,67 @@ enum ModP1024 {
         return (out, borrow)
     }
 
-    /// a·b·R⁻¹ mod p (CIOS Montgomery multiplication), in one scratch buffer.
+    /// a·b·R⁻¹ mod p (CIOS Montgomery multiplication).
     static func multiply(_ a: Number, _ b: Number) -> Number {
         var result = Number(repeating: 0, count: limbs)
-        var t = (UInt64(0), UInt64(0))  // the two limbs above the 16 of `result`: t[16], t[17]
         a.withUnsafeBufferPointer { a in
             b.withUnsafeBufferPointer { b in
-                prime.withUnsafeBufferPointer { p in
-                    result.withUnsafeMutableBufferPointer { r in
-                        for i in 0..<limbs {
-                            var carry: UInt64 = 0
-                            let bi = UInt128(b[i])
-                            for j in 0..<limbs {
-                                let s = UInt128(r[j]) + UInt128(a[j]) * bi + UInt128(carry)
-                                r[j] = UInt64(truncatingIfNeeded: s)
-                                carry = UInt64(truncatingIfNeeded: s >> 64)
-                            }
-                            var s = UInt128(t.0) + UInt128(carry)
-                            t.0 = UInt64(truncatingIfNeeded: s)
-                            t.1 = UInt64(truncatingIfNeeded: s >> 64)
-                            let m = UInt128(r[0] &* primeInverse)
-                            s = UInt128(r[0]) + m * UInt128(p[0])
-                            carry = UInt64(truncatingIfNeeded: s >> 64)
-                            for j in 1..<limbs {
-                                s = UInt128(r[j]) + m * UInt128(p[j]) + UInt128(carry)
-                                r[j - 1] = UInt64(truncatingIfNeeded: s)
-                                carry = UInt64(truncatingIfNeeded: s >> 64)
-                            }
-                            s = UInt128(t.0) + UInt128(carry)
-                            r[limbs - 1] = UInt64(truncatingIfNeeded: s)
-                            t.0 = t.1 &+ UInt64(truncatingIfNeeded: s >> 64)
-                        }
-                    }
+                result.withUnsafeMutableBufferPointer { r in
+                    multiply(into: r.baseAddress!, a.baseAddress!, b.baseAddress!)
                 }
             }
         }
-        // The final subtraction, without a branch on the value: result − p is taken when the product overflowed
-        // (t.0 is 1) or result ≥ p (no borrow), picked by a mask.
-        let (difference, borrow) = subtractWithBorrow(result, prime)
-        let takeDifference = ((t.0 | (0 &- t.0)) >> 63) | (borrow ^ 1)
-        let mask = 0 &- takeDifference
-        for i in 0..<limbs { result[i] = (difference[i] & mask) | (result[i] & ~mask) }
         return result
+    }
+
+    /// r = a·b·R⁻¹ mod p, on 16-limb buffers; `r` must not overlap `a` or `b`. Nothing is allocated: a session's
+    /// key agreement is some 340 of these on the path of every secret-tool call, and an array per product cost a
+    /// fifth of their time. The arithmetic wraps (`&+`, `&*`) where it cannot overflow, so no check is compiled in.
+    static func multiply(into r: UnsafeMutablePointer<UInt64>, _ a: UnsafePointer<UInt64>, _ b: UnsafePointer<UInt64>) {
+        r.update(repeating: 0, count: limbs)
+        let inverse = primeInverse
+        var t = (UInt64(0), UInt64(0))  // the two limbs above the 16 of `r`: t[16], t[17]
+        prime.withUnsafeBufferPointer { p in
+            for i in 0..<limbs {
+                var carry: UInt64 = 0
+                let bi = UInt128(b[i])
+                for j in 0..<limbs {
+                    let s = UInt128(r[j]) &+ UInt128(a[j]) &* bi &+ UInt128(carry)
+                    r[j] = UInt64(truncatingIfNeeded: s)
+                    carry = UInt64(truncatingIfNeeded: s >> 64)
+                }
+                var s = UInt128(t.0) &+ UInt128(carry)
+                t.0 = UInt64(truncatingIfNeeded: s)
+                t.1 = UInt64(truncatingIfNeeded: s >> 64)
+                let m = UInt128(r[0] &* inverse)
+                s = UInt128(r[0]) &+ m &* UInt128(p[0])
+                carry = UInt64(truncatingIfNeeded: s >> 64)
+                for j in 1..<limbs {
+                    s = UInt128(r[j]) &+ m &* UInt128(p[j]) &+ UInt128(carry)
+                    r[j - 1] = UInt64(truncatingIfNeeded: s)
+                    carry = UInt64(truncatingIfNeeded: s >> 64)
+                }
+                s = UInt128(t.0) &+ UInt128(carry)
+                r[limbs - 1] = UInt64(truncatingIfNeeded: s)
+                t.0 = t.1 &+ UInt64(truncatingIfNeeded: s >> 64)
+            }
+            // The final subtraction, without a branch on the value: r − p is taken when the product overflowed
+            // (t.0 is 1) or r ≥ p (no borrow), picked by a mask, limb by limb after the borrow is known.
+            var borrow: UInt64 = 0
+            for i in 0..<limbs {
+                let (d1, o1) = r[i].subtractingReportingOverflow(p[i])
+                let (_, o2) = d1.subtractingReportingOverflow(borrow)
+                borrow = UInt64(o1 ? 1 : 0) | UInt64(o2 ? 1 : 0)
+            }
+            let mask = 0 &- (((t.0 | (0 &- t.0)) >> 63) | (borrow ^ 1))
+            borrow = 0
+            for i in 0..<limbs {
+                let (d1, o1) = r[i].subtractingReportingOverflow(p[i] & mask)
+                let (d2, o2) = d1.subtractingReportingOverflow(borrow)
+                r[i] = d2
+                borrow = UInt64(o1 ? 1 : 0) | UInt64(o2 ? 1 : 0)
+            }
+        }
     }
 
     /// Zeroes a number that held a secret (a private exponent, a shared value).
@@ -220,35 +239,95 @@ enum ModP1024 {
     /// agreement is on the path of every secret-tool call). The window's entry is picked by reading all sixteen
     /// with masks, and digit 0 multiplies by one, so time and memory accesses do not depend on the secret exponent.
     static func power(_ base: Number, _ exponent: Number, bits: Int = 1024) -> Number {
-        precondition(bits % 4 == 0 && bits <= 1024)
-        let unit: Number = [1] + Array(repeating: 0, count: 15)
-        let one = multiply(unit, rSquared)  // 1 in Montgomery form
-        // base⁰ … base¹⁵ (Montgomery form), one after another in one buffer.
-        var table = one
-        table.reserveCapacity(16 * limbs)
-        var power = multiply(base, rSquared)
-        let montgomeryBase = power
-        for k in 1..<16 {
-            table += power
-            if k < 15 { power = multiply(power, montgomeryBase) }
+        precondition(bits % 4 == 0 && bits <= 1024 && base.count == limbs && exponent.count == limbs)
+        // base⁰ … base¹⁵ (Montgomery form) one after another, then the running result, a product and the entry.
+        var work = Number(repeating: 0, count: 19 * limbs)
+        var out = Number(repeating: 0, count: limbs)
+        work.withUnsafeMutableBufferPointer { work in
+            let table = work.baseAddress!, result = table + 16 * limbs, product = result + limbs, selected = product + limbs
+            montgomeryOne.withUnsafeBufferPointer { table.update(from: $0.baseAddress!, count: limbs) }
+            base.withUnsafeBufferPointer { base in
+                rSquared.withUnsafeBufferPointer { multiply(into: table + limbs, base.baseAddress!, $0.baseAddress!) }
+            }
+            for k in 2..<16 { multiply(into: table + k * limbs, table + (k - 1) * limbs, table + limbs) }
+            result.update(from: table, count: limbs)
+            for window in stride(from: bits / 4 - 1, through: 0, by: -1) {
+                multiply(into: product, result, result)
+                multiply(into: result, product, product)
+                multiply(into: product, result, result)
+                multiply(into: result, product, product)
+                let digit = (exponent[window / 16] >> UInt64(4 * (window % 16))) & 0xF
+                select(digit, from: table, into: selected)
+                multiply(into: product, result, selected)
+                result.update(from: product, count: limbs)
+            }
+            out.withUnsafeMutableBufferPointer { out in
+                unit.withUnsafeBufferPointer { multiply(into: out.baseAddress!, result, $0.baseAddress!) }
+            }
+            // The table and the running result are powers of the secret exponent's prefixes.
+            KeychainCore.wipe(UnsafeMutableRawPointer(table), 19 * limbs * 8)
         }
-        var result = one
-        var selected = Number(repeating: 0, count: limbs)
-        for window in stride(from: bits / 4 - 1, through: 0, by: -1) {
-            for _ in 0..<4 { result = multiply(result, result) }
-            let digit = (exponent[window / 16] >> UInt64(4 * (window % 16))) & 0xF
-            table.withUnsafeBufferPointer { table in
-                selected.withUnsafeMutableBufferPointer { selected in
-                    for j in 0..<limbs { selected[j] = 0 }
-                    for k in 0..<16 {
-                        let difference = UInt64(k) ^ digit
-                        let mask = ((difference | (0 &- difference)) >> 63) &- 1  // all ones when k == digit, else 0
-                        for j in 0..<limbs { selected[j] |= table[k * limbs + j] & mask }
-                    }
+        return out
+    }
+
+    /// 2^exponent mod p for an exponent below 2²⁵⁶: our public key. The base never changes, so its powers are
+    /// taken once (`generatorTable`) and each four bits of the exponent cost one product with an entry of it, no
+    /// squaring: 64 products instead of some 340. The entry is read with masks, as in `power`.
+    static func generatorPower(_ exponent: Number) -> Number {
+        precondition(exponent.count == limbs && exponent[4...].allSatisfy { $0 == 0 })
+        var work = Number(repeating: 0, count: 3 * limbs)
+        var out = Number(repeating: 0, count: limbs)
+        work.withUnsafeMutableBufferPointer { work in
+            let result = work.baseAddress!, product = result + limbs, selected = product + limbs
+            montgomeryOne.withUnsafeBufferPointer { result.update(from: $0.baseAddress!, count: limbs) }
+            generatorTable.withUnsafeBufferPointer { table in
+                for window in 0..<64 {
+                    let digit = (exponent[window / 16] >> UInt64(4 * (window % 16))) & 0xF
+                    select(digit, from: table.baseAddress! + window * 16 * limbs, into: selected)
+                    multiply(into: product, result, selected)
+                    result.update(from: product, count: limbs)
                 }
             }
-            result = multiply(result, selected)
+            out.withUnsafeMutableBufferPointer { out in
+                unit.withUnsafeBufferPointer { multiply(into: out.baseAddress!, result, $0.baseAddress!) }
+            }
+            KeychainCore.wipe(UnsafeMutableRawPointer(result), 3 * limbs * 8)
         }
-        return multiply(result, unit)
+        return out
+    }
+
+    /// For each of the 64 four-bit windows w of a 256-bit exponent, 2^(d·16^w) for d = 0…15 (Montgomery form):
+    /// 128 KiB, 1,024 products once per process.
+    static let generatorTable: Number = {
+        var table = Number(repeating: 0, count: 64 * 16 * limbs)
+        table.withUnsafeMutableBufferPointer { table in
+            let t = table.baseAddress!
+            generator.withUnsafeBufferPointer { g in
+                rSquared.withUnsafeBufferPointer { multiply(into: t + limbs, g.baseAddress!, $0.baseAddress!) }
+            }
+            for window in 0..<64 {
+                let row = t + window * 16 * limbs
+                montgomeryOne.withUnsafeBufferPointer { row.update(from: $0.baseAddress!, count: limbs) }
+                if window > 0 {  // 2^(16^w) = (2^(15·16^(w−1)))·2^(16^(w−1))
+                    multiply(into: row + limbs, row - limbs, row - 15 * limbs)
+                }
+                for d in 2..<16 { multiply(into: row + d * limbs, row + (d - 1) * limbs, row + limbs) }
+            }
+        }
+        return table
+    }()
+
+    private static let unit: Number = [1] + Array(repeating: 0, count: 15)
+    private static let montgomeryOne: Number = multiply(unit, rSquared)
+
+    /// Copies entry `digit` of a 16-entry table into `selected`, reading every entry (masks, no branch or index on
+    /// the digit).
+    private static func select(_ digit: UInt64, from table: UnsafePointer<UInt64>, into selected: UnsafeMutablePointer<UInt64>) {
+        selected.update(repeating: 0, count: limbs)
+        for k in 0..<16 {
+            let difference = UInt64(k) ^ digit
+            let mask = ((difference | (0 &- difference)) >> 63) &- 1  // all ones when k == digit, else 0
+            for j in 0..<limbs { selected[j] |= table[k * limbs + j] & mask }
+        }
     }
 }
