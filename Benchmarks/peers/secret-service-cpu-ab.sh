@@ -34,7 +34,8 @@ measure() {  # measure KEYCHAIND LABEL
             line="$line $(( ($(cpu) - before) * 1000000 / ticks / 100 ))"
         done
         echo "$line µs of keychaind CPU per lookup"
-        kill "$server"' 2>/dev/null
+        kill "$server"
+        while kill -0 "$server" 2>/dev/null; do sleep 0.05; done' 2>/dev/null  # gone before its home is removed
     rm -rf "$work"
 }
 for _ in $(seq "$rounds"); do

@@ -279,18 +279,30 @@ public final class DBusConnection: @unchecked Sendable {
         return try readMessage()
     }
 
+    /// How a handler of received messages runs (``startReceiving(_:handler:onClose:)``).
+    public enum HandlerThread: Sendable {
+        /// On a thread of its own (``SerialWorker``), in order: the handler may block, and may itself call methods
+        /// (the bus's GetConnectionUnixProcessID), whose replies the reading thread still delivers.
+        case own
+        /// On the reading thread itself: for a handler that only hands each message on and never waits (the
+        /// Secret Service's, which queues it on its caller's lane). Each message then costs one thread hand-off
+        /// less; a handler that called a method here would wait for a reply that nobody reads.
+        case reading
+    }
+
     /// Starts the thread that reads every message from now on: replies go to the calls waiting for them, anything
-    /// else to `handler`, in order, on a thread of its own (``SerialWorker``): a handler may itself call methods (the bus's
-    /// GetConnectionUnixProcessID), whose replies the reading thread still delivers. `onClose` runs when the
-    /// connection ends.
-    public func startReceiving(_ handler: @escaping @Sendable (DBusMessage) -> Void,
+    /// else to `handler`, in order (on a thread of its own unless `handlerThread` says otherwise). `onClose` runs
+    /// when the connection ends.
+    public func startReceiving(_ handlerThread: HandlerThread = .own,
+                               handler: @escaping @Sendable (DBusMessage) -> Void,
                                onClose: @escaping @Sendable () -> Void = {}) {
         condition.lock()
         receiving = true
         let backlog = queued
         queued = []
         condition.unlock()
-        let handlers = SerialWorker(name: "dbus-handler")
+        let worker = SerialWorker(name: "dbus-handler")
+        let handlers: Handlers = handlerThread == .reading ? .inline : .worker(worker)
         let started = DetachedThread.start(name: "dbus-receive", parks: false) { [self] in
             for message in backlog { handlers.submit { handler(message) } }
             while true {
@@ -314,6 +326,19 @@ public final class DBusConnection: @unchecked Sendable {
         if !started {  // no thread for it: the connection cannot serve, so it ends as if the bus had closed it
             close()
             handlers.submit { onClose() }
+        }
+    }
+
+    /// Where the receiving thread hands each message: to the handler's worker, or straight to the handler.
+    private enum Handlers {
+        case worker(SerialWorker)
+        case inline
+
+        func submit(_ work: @escaping @Sendable () -> Void) {
+            switch self {
+            case .worker(let worker): worker.submit(work)
+            case .inline: work()
+            }
         }
     }
 

@@ -55,9 +55,13 @@ package final class SerialWorker: @unchecked Sendable {
         condition.lock()
         while true {
             if jobs.isEmpty {
-                // Idle: a little while for the next job, then the thread ends.
-                let deadline = Condition.Deadline.after(seconds: linger)
-                while jobs.isEmpty && condition.wait(until: deadline) {}
+                // Idle: a little while for the next job, then the thread ends. With no while at all, no wait: a
+                // wait whose deadline has passed still puts the thread to sleep and wakes it, a pair of context
+                // switches for each call of a Secret Service client.
+                if linger > 0 {
+                    let deadline = Condition.Deadline.after(seconds: linger)
+                    while jobs.isEmpty && condition.wait(until: deadline) {}
+                }
                 if jobs.isEmpty {
                     running = false
                     condition.unlock()

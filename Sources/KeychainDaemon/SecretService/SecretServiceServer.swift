@@ -136,7 +136,8 @@ public final class SecretServiceServer: Sendable {
         }
         let collections = Set(collectionPaths())
         state.withLock { $0.knownCollections = collections }
-        connection.startReceiving({ [self] message in
+        // The handler only queues each message on its caller's lane, so it runs on the reading thread itself.
+        connection.startReceiving(.reading, handler: { [self] message in
             guard message.kind == .methodCall else {
                 // A client that left is forgotten after the calls it sent before leaving; one that never called
                 // left nothing to forget (on a desktop's bus, most programs that come and go).

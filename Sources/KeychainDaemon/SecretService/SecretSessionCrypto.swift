@@ -31,7 +31,8 @@ struct SecretSessionCipher: Sendable {
 
     /// (IV, ciphertext) of a secret.
     func encrypt(_ plaintext: [UInt8]) -> (iv: [UInt8], ciphertext: [UInt8])? {
-        let iv = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        var iv = [UInt8](repeating: 0, count: 16)
+        iv.withUnsafeMutableBytes { fillRandom($0) }
         guard let cbcIV = try? AES._CBC.IV(ivBytes: iv), let sealed = try? AES._CBC.encrypt(plaintext, using: key, iv: cbcIV)
         else { return nil }
         return (iv, Array(sealed))
@@ -45,11 +46,20 @@ struct SecretSessionCipher: Sendable {
     }
 }
 
+/// Fills `buffer` from the kernel's generator in one call (the standard library's generator, and swift-crypto's
+/// random keys on Linux, take 8 bytes per system call: a session's key and each secret's IV were 20 calls).
+/// (getentropy(3): getrandom(2) underneath, at most 256 bytes, never a partial fill.)
+func fillRandom(_ buffer: UnsafeMutableRawBufferPointer) {
+    precondition(buffer.count <= 256)
+    guard getentropy(buffer.baseAddress, buffer.count) == 0 else { fatalError("getentropy failed: errno \(errno)") }
+}
+
 /// Our side's key pairs, one made ahead on a background queue: raising the generator is half of a session's key
 /// agreement and does not depend on the client, so the session being opened does not wait for it. Each pair is
 /// handed out once.
 enum SessionKeyPool {
-    typealias KeyPair = (exponent: ModP1024.Number, publicKey: ModP1024.Number)
+    typealias Number = ModP1024.Number
+    typealias KeyPair = (exponent: Number, publicKey: Number)
     private static let ready = Mutex<KeyPair?>(nil)
 
     static func take() -> KeyPair {
@@ -66,7 +76,8 @@ enum SessionKeyPool {
 
     /// A 256-bit private exponent: the group's prime is safe, and 256 bits is well past its ~80-bit strength.
     static func make() -> KeyPair {
-        var exponent = (0..<16).map { $0 < 4 ? UInt64.random(in: .min ... .max) : 0 }
+        var exponent = Number(repeating: 0, count: ModP1024.limbs)
+        exponent.withUnsafeMutableBytes { fillRandom(UnsafeMutableRawBufferPointer(rebasing: $0[..<32])) }
         exponent[3] |= 1 << 63
         return (exponent, ModP1024.generatorPower(exponent))
     }
