@@ -1,10 +1,6 @@
 import Crypto
-import Dispatch
 import Foundation
-import KeychainInterface
 import KeychainCore
-import Synchronization
-import KeychainThreads
 import _CryptoExtras
 
 /// The Secret Service's `dh-ietf1024-sha256-aes128-cbc-pkcs7` session (the specification's "Transfer of Secrets"):
@@ -18,7 +14,7 @@ struct SecretSessionCipher: Sendable {
     /// Answers a client's public key (big-endian, any length): our public key (128 bytes) and the session's cipher.
     static func negotiate(clientPublicKey: [UInt8]) -> (publicKey: [UInt8], cipher: SecretSessionCipher)? {
         guard let peer = ModP1024.number(bigEndian: clientPublicKey), ModP1024.isValidPublic(peer) else { return nil }
-        var (exponent, publicKey) = SessionKeyPool.take()
+        var (exponent, publicKey) = SessionKeyPair.make()
         var power = ModP1024.power(peer, exponent, bits: 256)
         var shared = ModP1024.bytes(power)
         let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: shared), outputByteCount: 16)
@@ -54,28 +50,14 @@ func fillRandom(_ buffer: UnsafeMutableRawBufferPointer) {
     guard getentropy(buffer.baseAddress, buffer.count) == 0 else { fatalError("getentropy failed: errno \(errno)") }
 }
 
-/// Our side's key pairs, one made ahead on a background queue: raising the generator is half of a session's key
-/// agreement and does not depend on the client, so the session being opened does not wait for it. Each pair is
-/// handed out once.
-enum SessionKeyPool {
+/// Our side's key pair for one session, made on the call's own thread: from the generator's table it is 64
+/// products (some 35 µs), less than what handing it over from another thread cost (a wake-up and a sleep per
+/// session, when a pair was made ahead there). Each pair serves one session.
+enum SessionKeyPair {
     typealias Number = ModP1024.Number
-    typealias KeyPair = (exponent: Number, publicKey: Number)
-    private static let ready = Mutex<KeyPair?>(nil)
-
-    static func take() -> KeyPair {
-        let made = ready.withLock { pair in
-            defer { pair = nil }
-            return pair
-        }
-        _ = DetachedThread.start(name: "keychaind-dh") {
-            let pair = make()
-            ready.withLock { if $0 == nil { $0 = pair } }
-        }
-        return made ?? make()
-    }
 
     /// A 256-bit private exponent: the group's prime is safe, and 256 bits is well past its ~80-bit strength.
-    static func make() -> KeyPair {
+    static func make() -> (exponent: Number, publicKey: Number) {
         var exponent = Number(repeating: 0, count: ModP1024.limbs)
         exponent.withUnsafeMutableBytes { fillRandom(UnsafeMutableRawBufferPointer(rebasing: $0[..<32])) }
         exponent[3] |= 1 << 63
