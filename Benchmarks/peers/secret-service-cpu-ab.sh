@@ -30,12 +30,14 @@ measure() {  # measure KEYCHAIND LABEL
         line="$label:"
         for _ in 1 2 3; do
             before=$(cpu)
-            for i in $(seq 1 100); do secret-tool lookup service bench-service account "bench-account-$i" | grep -qx "password-$i"; done
+            for i in $(seq 1 100); do secret-tool lookup service bench-service account "bench-account-$i" | grep -qx "password-$i" \
+                || { echo "$label: lookup $i did not return its secret"; exit 1; }; done
             line="$line $(( ($(cpu) - before) * 1000000 / ticks / 100 ))"
         done
         echo "$line µs of keychaind CPU per lookup"
-        kill "$server"
-        while kill -0 "$server" 2>/dev/null; do sleep 0.05; done' 2>/dev/null  # gone before its home is removed
+        kill "$server"  # and gone before its home is removed
+        for _ in $(seq 1 100); do kill -0 "$server" 2>/dev/null || break; sleep 0.05; done
+        kill -9 "$server" 2>/dev/null || true' 2>/dev/null
     rm -rf "$work"
 }
 for _ in $(seq "$rounds"); do

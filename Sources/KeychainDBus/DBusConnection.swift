@@ -37,6 +37,8 @@ public final class DBusConnection: @unchecked Sendable {
     private var waiting: Set<UInt32> = []
     private var queued: [DBusMessage] = []
     private var receiving = false
+    /// The thread that reads every message once receiving has started.
+    private var readingThread: pthread_t?
     private var closed = false
     private var buffer: [UInt8] = []
     /// Descriptors received and not yet claimed by their message (they arrive with its first bytes).
@@ -229,7 +231,11 @@ public final class DBusConnection: @unchecked Sendable {
     public func call(_ message: DBusMessage, timeout: Double = 25) throws -> DBusMessage {
         condition.lock()
         let threaded = receiving
+        let onReadingThread = readingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
         condition.unlock()
+        // Its reply would come through this very thread, which would be waiting: refused at once, not after the
+        // timeout (a handler run on the reading thread must only hand work on).
+        guard !onReadingThread else { throw Failure("a method call from the thread that reads its reply") }
         var message = message
         message.flags.remove(.noReplyExpected)
         let reply: DBusMessage
@@ -292,18 +298,21 @@ public final class DBusConnection: @unchecked Sendable {
 
     /// Starts the thread that reads every message from now on: replies go to the calls waiting for them, anything
     /// else to `handler`, in order (on a thread of its own unless `handlerThread` says otherwise). `onClose` runs
-    /// when the connection ends.
+    /// when the connection ends. False when no thread could be made: the connection is closed (`onClose` has run).
+    @discardableResult
     public func startReceiving(_ handlerThread: HandlerThread = .own,
                                handler: @escaping @Sendable (DBusMessage) -> Void,
-                               onClose: @escaping @Sendable () -> Void = {}) {
+                               onClose: @escaping @Sendable () -> Void = {}) -> Bool {
         condition.lock()
         receiving = true
         let backlog = queued
         queued = []
         condition.unlock()
-        let worker = SerialWorker(name: "dbus-handler")
-        let handlers: Handlers = handlerThread == .reading ? .inline : .worker(worker)
+        let handlers: Handlers = handlerThread == .reading ? .inline : .worker(SerialWorker(name: "dbus-handler"))
         let started = DetachedThread.start(name: "dbus-receive", parks: false) { [self] in
+            condition.lock()
+            readingThread = pthread_self()
+            condition.unlock()
             for message in backlog { handlers.submit { handler(message) } }
             while true {
                 let message: DBusMessage
@@ -327,6 +336,7 @@ public final class DBusConnection: @unchecked Sendable {
             close()
             handlers.submit { onClose() }
         }
+        return started
     }
 
     /// Where the receiving thread hands each message: to the handler's worker, or straight to the handler.

@@ -10,11 +10,17 @@ import KeychainThreads
 package final class SerialWorker: @unchecked Sendable {
     // SAFETY: `jobs` and `running` are only read and written under `condition`.
     private let condition = Condition()
-    private var jobs: [@Sendable () -> Void] = []
+    private var jobs: [Job] = []
     private var running = false
     private let name: String
     private let linger: Double
+    private let runsInlineWithoutThread: Bool
     private let startThread: (@escaping @Sendable () -> Void) -> Bool
+
+    private struct Job {
+        let run: @Sendable () -> Void
+        let giveUp: (@Sendable () -> Void)?
+    }
     /// How long an idle thread waits for more work before it ends, by default.
     package static let linger: Double = 0.25  // seconds
 
@@ -22,26 +28,39 @@ package final class SerialWorker: @unchecked Sendable {
     /// thread with 1 MiB of stack that ends with the work (it lingers here instead). A caller that has threads kept
     /// ready (keychaind's parked ``DetachedThread``s) passes a `linger` of 0 and its own starter: the thread goes back
     /// at once instead of waiting here.
-    package init(name: String, linger: Double = SerialWorker.linger,
+    ///
+    /// When no thread can be made, the jobs run on the submitting thread, unless `runsInlineWithoutThread` is false
+    /// (a submitter that must never wait: the thread that reads a bus connection's replies): then every job queued
+    /// is given up instead, each told so through its `ifNotRun`.
+    package init(name: String, linger: Double = SerialWorker.linger, runsInlineWithoutThread: Bool = true,
                  startThread: ((@escaping @Sendable () -> Void) -> Bool)? = nil)
     {
         self.name = name
         self.linger = linger
+        self.runsInlineWithoutThread = runsInlineWithoutThread
         self.startThread = startThread ?? { body in
             DetachedThread.start(name: name, stackSize: 1 << 20, parks: false, body)
         }
     }
 
-    /// Runs `work` after every job submitted before it.
-    package func submit(_ work: @escaping @Sendable () -> Void) {
+    /// Runs `work` after every job submitted before it; or, when it cannot be run (no thread, on a worker that does
+    /// not run jobs inline), `ifNotRun` instead.
+    package func submit(_ work: @escaping @Sendable () -> Void, ifNotRun: (@Sendable () -> Void)? = nil) {
         condition.lock()
-        jobs.append(work)
+        jobs.append(Job(run: work, giveUp: ifNotRun))
         let needsThread = !running
         running = true
         condition.signal()
         condition.unlock()
         guard needsThread else { return }
-        if !startThread({ [self] in drain() }) { drain() }
+        if startThread({ [self] in drain() }) { return }
+        if runsInlineWithoutThread { drain(); return }
+        condition.lock()
+        let givenUp = jobs
+        jobs = []
+        running = false
+        condition.unlock()
+        for job in givenUp { job.giveUp?() }
     }
 
     /// Whether a thread is running (working, or waiting for more work).
@@ -72,7 +91,7 @@ package final class SerialWorker: @unchecked Sendable {
             let batch = jobs
             jobs = []
             condition.unlock()
-            for job in batch { job() }
+            for job in batch { job.run() }
             condition.lock()
         }
     }

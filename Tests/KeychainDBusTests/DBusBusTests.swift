@@ -71,6 +71,34 @@ struct DBusBusTests {
         server.close()
     }
 
+    @Test("a handler run on the reading thread that calls a method is refused at once, not left waiting for its own reply")
+    func callFromReadingThread() throws {
+        let bus = try PrivateSessionBus()
+        let server = try DBusConnection(address: bus.address)
+        let client = try DBusConnection(address: bus.address)
+        server.startReceiving(.reading, handler: { [server] message in
+            guard message.kind == .methodCall else { return }
+            do {
+                _ = try server.call(.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                                interface: "org.freedesktop.DBus", member: "GetId"))
+                _ = try? server.send(message.methodReturn([.string("called")]))
+            } catch {
+                _ = try? server.send(message.errorReply("org.example.Error.Refused", "\(error)"))
+            }
+        })
+        // Without the refusal the handler would wait out the 25 s call timeout, and this call its own 5 s.
+        do {
+            _ = try client.call(.methodCall(destination: server.uniqueName, path: "/", interface: "org.example.Test",
+                                            member: "CallBack"), timeout: 5)
+            Issue.record("the handler's call was answered from the thread that reads the answer")
+        } catch let error as DBusConnection.ErrorReply {
+            #expect(error.name == "org.example.Error.Refused")
+            #expect(error.message.contains("thread that reads its reply"))
+        }
+        client.close()
+        server.close()
+    }
+
     @Test("file descriptors: passed both ways where negotiated; refused by the bus for a connection that did not ask, which stays up")
     func fileDescriptors() throws {
         let bus = try PrivateSessionBus()

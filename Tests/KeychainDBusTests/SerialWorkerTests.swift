@@ -37,6 +37,30 @@ struct SerialWorkerTests {
         #expect(again.wait(timeout: .now() + 10) == .success)
     }
 
+    @Test("without a thread, jobs run inline, or (for a submitter that must never wait) are given up, each told so")
+    func noThread() {
+        let ran = Mutex<[String]>([])
+        let inline = SerialWorker(name: "test-inline", startThread: { _ in false })
+        inline.submit({ ran.withLock { $0.append("inline ran") } }, ifNotRun: { ran.withLock { $0.append("inline given up") } })
+        let never = SerialWorker(name: "test-never", runsInlineWithoutThread: false, startThread: { _ in false })
+        never.submit({ ran.withLock { $0.append("never ran") } }, ifNotRun: { ran.withLock { $0.append("never given up") } })
+        #expect(ran.withLock { $0 } == ["inline ran", "never given up"])
+        #expect(!inline.isBusy && !never.isBusy)
+        // A worker that gave up may start again once threads are to be had.
+        let threads = Atomic(false)
+        let later = SerialWorker(name: "test-later", linger: 0, runsInlineWithoutThread: false) { body in
+            guard threads.load(ordering: .relaxed) else { return false }
+            Thread.detachNewThread(body)
+            return true
+        }
+        later.submit({ ran.withLock { $0.append("later ran") } }, ifNotRun: { ran.withLock { $0.append("later given up") } })
+        threads.store(true, ordering: .relaxed)
+        let done = DispatchSemaphore(value: 0)
+        later.submit({ ran.withLock { $0.append("later ran") }; done.signal() })
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(ran.withLock { $0 } == ["inline ran", "never given up", "later given up", "later ran"])
+    }
+
     @Test("a job that blocks holds up only its own worker")
     func blockingJobHoldsOnlyItsWorker() {
         let blocked = SerialWorker(name: "blocked"), other = SerialWorker(name: "other")

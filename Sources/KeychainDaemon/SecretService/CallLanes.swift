@@ -18,8 +18,10 @@ final class CallLanes: Sendable {
 
     private let lanes = Mutex<[String: Lane]>([:])
 
-    /// Runs `work` after every call of `client` submitted before it, beside the other clients' calls.
-    func submit(_ client: String, _ work: @escaping @Sendable () -> Void) {
+    /// Runs `work` after every call of `client` submitted before it, beside the other clients' calls; when no
+    /// thread can be had for it, `unserved` instead, on the submitting thread (which reads the bus, so the work is
+    /// never run there: a call waits for replies that only that thread reads).
+    func submit(_ client: String, _ work: @escaping @Sendable () -> Void, unserved: @escaping @Sendable () -> Void = {}) {
         let worker = lanes.withLock { lanes -> SerialWorker in
             if var lane = lanes[client] {
                 lane.pending += 1
@@ -28,21 +30,21 @@ final class CallLanes: Sendable {
             }
             // A worker of its own: a thread while it has work, none otherwise.
             // (The lane goes once its calls are done, so its thread goes back to the ready ones at once.)
-            let worker = SerialWorker(name: "keychaind-ss-lane", linger: 0) { body in
+            let worker = SerialWorker(name: "keychaind-ss-lane", linger: 0, runsInlineWithoutThread: false) { body in
                 DetachedThread.start(name: "keychaind-ss-lane", stackSize: 1 << 20, body)
             }
             let lane = Lane(worker: worker, pending: 1)
             lanes[client] = lane
             return lane.worker
         }
-        worker.submit { [self] in
-            work()
+        let done: @Sendable () -> Void = { [self] in
             lanes.withLock { lanes in
                 guard var lane = lanes[client] else { return }
                 lane.pending -= 1
                 if lane.pending == 0 { lanes.removeValue(forKey: client) } else { lanes[client] = lane }
             }
         }
+        worker.submit({ work(); done() }, ifNotRun: { unserved(); done() })
     }
 
     /// Clients with calls queued or running (for tests and diagnostics).

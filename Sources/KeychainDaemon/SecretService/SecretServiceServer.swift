@@ -122,6 +122,16 @@ public final class SecretServiceServer: Sendable {
         connection.maximumMessageSize = Self.maximumMessageSize
         let flags: UInt32 = 0x4 | (replace ? 0x2 : 0)  // DO_NOT_QUEUE, REPLACE_EXISTING
         do {
+            // Clients' departures, matched before any client can call us: a caller whose departure we missed would
+            // be remembered (its sessions too) for as long as keychaind runs. Only names that went (no new owner):
+            // a client's arrival needs nothing from us.
+            let matched = try connection.call(.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "AddMatch",
+                body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")]))
+            guard matched.kind == .methodReturn else {
+                throw StartError(description: "the session bus refused to tell us which clients leave")
+            }
             let reply = try connection.call(.methodCall(
                 destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
                 member: "RequestName", body: [.string(Self.busName), .uint32(flags)]))
@@ -136,28 +146,33 @@ public final class SecretServiceServer: Sendable {
         }
         let collections = Set(collectionPaths())
         state.withLock { $0.knownCollections = collections }
-        // The handler only queues each message on its caller's lane, so it runs on the reading thread itself.
-        connection.startReceiving(.reading, handler: { [self] message in
+        // The handler only queues each message on its caller's lane (never running a call itself: a call may wait
+        // for the bus's replies, which this thread reads), so it runs on the reading thread itself.
+        let reading = connection.startReceiving(.reading, handler: { [self] message in
             guard message.kind == .methodCall else {
                 // A client that left is forgotten after the calls it sent before leaving; one that never called
                 // left nothing to forget (on a desktop's bus, most programs that come and go).
                 if message.kind == .signal, message.member == "NameOwnerChanged", message.sender == "org.freedesktop.DBus",
-                   let name = message.body.first?.stringValue, callers.withLock({ $0.remove(name) != nil }) {
-                    lanes.submit(name) { [self] in forget(message) }
+                   message.body.count == 3, message.body[2].stringValue == "", let name = message.body[0].stringValue,
+                   callers.withLock({ $0.remove(name) != nil }) {
+                    // Forgetting only takes locks: without a thread, it is done here.
+                    lanes.submit(name, { [self] in forget(message) }, unserved: { [self] in forget(message) })
                 }
                 return
             }
             if let sender = message.sender { callers.withLock { _ = $0.insert(sender) } }
-            lanes.submit(message.sender ?? "") { [self] in
+            lanes.submit(message.sender ?? "", { [self] in
                 guard let reply = handle(message) else { return }  // answered later, from a thread of its own
                 if !message.flags.contains(.noReplyExpected) { _ = try? connection.send(reply) }
-            }
+            }, unserved: { [self] in
+                // No thread for it (the process is at its limit): the caller is told, nobody else waits.
+                if !message.flags.contains(.noReplyExpected) {
+                    _ = try? connection.send(message.errorReply("org.freedesktop.DBus.Error.LimitsExceeded",
+                                                                "keychaind cannot take another call now; try again"))
+                }
+            })
         }, onClose: onClose)
-        _ = try? connection.send(.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "AddMatch",
-            // Only names that went (no new owner): a client's arrival needs nothing from us.
-            body: [.string("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")]))
+        guard reading else { throw StartError(description: "no thread to read the session bus with") }
     }
 
     /// A client that left: its sessions close, its prompts and its Allow answers go, and so does its service.

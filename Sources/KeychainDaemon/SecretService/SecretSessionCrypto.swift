@@ -161,6 +161,7 @@ enum ModP1024 {
 
     /// a·b·R⁻¹ mod p (CIOS Montgomery multiplication).
     static func multiply(_ a: Number, _ b: Number) -> Number {
+        precondition(a.count == limbs && b.count == limbs)
         var result = Number(repeating: 0, count: limbs)
         a.withUnsafeBufferPointer { a in
             b.withUnsafeBufferPointer { b in
