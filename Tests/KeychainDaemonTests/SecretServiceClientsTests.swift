@@ -1,5 +1,4 @@
 import Foundation
-import KeychainClient
 import KeychainDBus
 @testable import KeychainDaemon
 import KeychainTestSupport
@@ -12,17 +11,10 @@ import Testing
 struct SecretServiceClientsTests {
     @Test("a client that called is forgotten when it leaves (its session closes); one that never called is not remembered")
     func forgottenOnLeaving() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("kcd-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let locations = KeychainLocations(
-            keychainDirectory: root.appendingPathComponent("data/keychains"),
-            stateDirectory: root.appendingPathComponent("state/keychain"),
-            configDirectory: root.appendingPathComponent("config/keychain"),
-            runtimeDirectory: root.appendingPathComponent("run"))
-        let daemon = try KeychainDaemonServer(locations: locations, policy: CallerPolicy(toolDirectory: "/nowhere"))
+        let daemon = try InProcessDaemonTests.Running()
         let bus = try PrivateSessionBus(serviceActivation: false)
-        try daemon.serveSecretService(on: try DBusConnection(address: bus.address), replace: false)
-        let server = try #require(daemon.secretService.withLock { $0 })
+        try daemon.server.serveSecretService(on: try DBusConnection(address: bus.address), replace: false)
+        let server = try #require(daemon.server.secretService.withLock { $0 })
         defer { server.connection.close() }
 
         func waitUntil(_ condition: () -> Bool) -> Bool {

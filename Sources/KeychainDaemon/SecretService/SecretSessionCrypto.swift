@@ -236,7 +236,7 @@ enum ModP1024 {
         precondition(bits % 4 == 0 && bits <= 1024 && base.count == limbs && exponent.count == limbs)
         // base⁰ … base¹⁵ (Montgomery form) one after another, then the running result, a product and the entry.
         var work = Number(repeating: 0, count: 19 * limbs)
-        var out = Number(repeating: 0, count: limbs)
+        var out: Number = []
         work.withUnsafeMutableBufferPointer { work in
             let table = work.baseAddress!, result = table + 16 * limbs, product = result + limbs, selected = product + limbs
             montgomeryOne.withUnsafeBufferPointer { table.update(from: $0.baseAddress!, count: limbs) }
@@ -246,18 +246,11 @@ enum ModP1024 {
             for k in 2..<16 { multiply(into: table + k * limbs, table + (k - 1) * limbs, table + limbs) }
             result.update(from: table, count: limbs)
             for window in stride(from: bits / 4 - 1, through: 0, by: -1) {
-                multiply(into: product, result, result)
-                multiply(into: result, product, product)
-                multiply(into: product, result, result)
-                multiply(into: result, product, product)
-                let digit = (exponent[window / 16] >> UInt64(4 * (window % 16))) & 0xF
-                select(digit, from: table, into: selected)
-                multiply(into: product, result, selected)
-                result.update(from: product, count: limbs)
+                for _ in 0..<4 { multiply(result, by: result, scratch: product) }
+                select(digit(of: exponent, window: window), from: table, into: selected)
+                multiply(result, by: selected, scratch: product)
             }
-            out.withUnsafeMutableBufferPointer { out in
-                unit.withUnsafeBufferPointer { multiply(into: out.baseAddress!, result, $0.baseAddress!) }
-            }
+            out = leavingMontgomery(result)
             // The table and the running result are powers of the secret exponent's prefixes.
             KeychainCore.wipe(UnsafeMutableRawPointer(table), 19 * limbs * 8)
         }
@@ -270,21 +263,17 @@ enum ModP1024 {
     static func generatorPower(_ exponent: Number) -> Number {
         precondition(exponent.count == limbs && exponent[4...].allSatisfy { $0 == 0 })
         var work = Number(repeating: 0, count: 3 * limbs)
-        var out = Number(repeating: 0, count: limbs)
+        var out: Number = []
         work.withUnsafeMutableBufferPointer { work in
             let result = work.baseAddress!, product = result + limbs, selected = product + limbs
             montgomeryOne.withUnsafeBufferPointer { result.update(from: $0.baseAddress!, count: limbs) }
             generatorTable.withUnsafeBufferPointer { table in
                 for window in 0..<64 {
-                    let digit = (exponent[window / 16] >> UInt64(4 * (window % 16))) & 0xF
-                    select(digit, from: table.baseAddress! + window * 16 * limbs, into: selected)
-                    multiply(into: product, result, selected)
-                    result.update(from: product, count: limbs)
+                    select(digit(of: exponent, window: window), from: table.baseAddress! + window * 16 * limbs, into: selected)
+                    multiply(result, by: selected, scratch: product)
                 }
             }
-            out.withUnsafeMutableBufferPointer { out in
-                unit.withUnsafeBufferPointer { multiply(into: out.baseAddress!, result, $0.baseAddress!) }
-            }
+            out = leavingMontgomery(result)
             KeychainCore.wipe(UnsafeMutableRawPointer(result), 3 * limbs * 8)
         }
         return out
@@ -313,6 +302,27 @@ enum ModP1024 {
 
     private static let unit: Number = [1] + Array(repeating: 0, count: 15)
     private static let montgomeryOne: Number = multiply(unit, rSquared)
+
+    /// Bits 4w … 4w+3 of `exponent`.
+    private static func digit(of exponent: Number, window w: Int) -> UInt64 {
+        (exponent[w / 16] >> UInt64(4 * (w % 16))) & 0xF
+    }
+
+    /// result = result · factor (Montgomery), the product made in `scratch` first (`factor` may be `result`).
+    private static func multiply(_ result: UnsafeMutablePointer<UInt64>, by factor: UnsafePointer<UInt64>,
+                                 scratch: UnsafeMutablePointer<UInt64>) {
+        multiply(into: scratch, result, factor)
+        result.update(from: scratch, count: limbs)
+    }
+
+    /// x out of Montgomery form: x·R⁻¹ mod p.
+    private static func leavingMontgomery(_ x: UnsafePointer<UInt64>) -> Number {
+        var out = Number(repeating: 0, count: limbs)
+        out.withUnsafeMutableBufferPointer { out in
+            unit.withUnsafeBufferPointer { multiply(into: out.baseAddress!, x, $0.baseAddress!) }
+        }
+        return out
+    }
 
     /// Copies entry `digit` of a 16-entry table into `selected`, reading every entry (masks, no branch or index on
     /// the digit).
