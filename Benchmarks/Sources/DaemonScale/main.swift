@@ -59,6 +59,14 @@ func daemonCPUTicks() -> Int {
     return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)  // fields 14 and 15 of the whole line
 }
 
+/// This process's CPU time so far (user + system, every thread), in microseconds.
+func processCPUMicros() -> Int64 {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func micros(_ t: timeval) -> Int64 { Int64(t.tv_sec) * 1_000_000 + Int64(t.tv_usec) }
+    return micros(usage.ru_utime) + micros(usage.ru_stime)
+}
+
 /// What a run of finds measured: every latency, and the wall time from the moment all clients were connected.
 struct FindRun {
     var latencies: [Int64]
@@ -66,10 +74,14 @@ struct FindRun {
     var errors: Int
     /// keychaind's CPU time during the run, in clock ticks.
     var daemonTicks: Int
+    /// This benchmark's own CPU time during the run (its client threads), in microseconds: on 2 cores the clients'
+    /// share is what keychaind cannot have.
+    var clientMicros: Int64
     var throughput: Int64 { Int64(latencies.count) * 1_000_000 / max(wallMicros, 1) }
     var summary: String {
         "\(latencies.count) finds, \(errors) errors, \(throughput) finds/s, p50 \(percentile(latencies, 0.5)) µs, "
-            + "p99 \(percentile(latencies, 0.99)) µs, keychaind CPU \(daemonTicks * 10_000_000 / max(latencies.count, 1) / 1000) µs/find"
+            + "p99 \(percentile(latencies, 0.99)) µs, keychaind CPU \(daemonTicks * 10_000_000 / max(latencies.count, 1) / 1000) µs/find, "
+            + "clients' CPU \(clientMicros / Int64(max(latencies.count, 1))) µs/find"
     }
 }
 
@@ -123,13 +135,16 @@ func finds(clients: Int, requests: Int, seed: UInt64 = 1, perSecond: Int = 0) ->
     }
     connected.wait()
     let ticks = daemonCPUTicks()
+    let ownCPU = processCPUMicros()
     let started = ContinuousClock.now
     for _ in 0..<clients { go.signal() }
     done.wait()
     let wall = micros(ContinuousClock.now - started)
     let daemonTicks = daemonCPUTicks() - ticks
+    let clientMicros = processCPUMicros() - ownCPU
     return results.withLock {
-        FindRun(latencies: $0.latencies, wallMicros: wall, errors: $0.errors, daemonTicks: daemonTicks)
+        FindRun(latencies: $0.latencies, wallMicros: wall, errors: $0.errors, daemonTicks: daemonTicks,
+                clientMicros: clientMicros)
     }
 }
 
