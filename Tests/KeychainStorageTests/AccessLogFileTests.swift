@@ -365,4 +365,34 @@ struct AccessLogFileTests {
         let problem = AccessLogReader.read(directory: other, secrets: secrets, head: reusing.head).check.problem ?? ""
         #expect(problem.contains("record 2 reuses the key stream"), "\(problem)")
     }
+
+    @Test("a record's item id is written as Foundation spells it, and every field reads back; a batch's frames are numbered in place")
+    func recordCoding() throws {
+        for _ in 0..<200 {
+            let uuid = UUID()
+            var text: [UInt8] = []
+            AccessLogCoding.appendUUIDString(uuid, to: &text)
+            #expect(String(decoding: text, as: UTF8.self) == uuid.uuidString)
+        }
+        var record = Self.record(7)
+        record.item = UUID()
+        record.status = -25293
+        record.question = "consent"
+        var decoded = AccessLogCoding.decode(AccessLogCoding.encode(record))
+        #expect(decoded == record)
+        record.item = nil
+        record.itemClass = nil
+        decoded = AccessLogCoding.decode(AccessLogCoding.encode(record))
+        #expect(decoded == record)
+
+        // One call's records in one write: each frame carries its own sequence number, inside the record too.
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let writer = try writer()
+        try writer.append([Self.record(1)])
+        try writer.append((2...6).map { Self.record($0) })
+        let report = check(writer.head)
+        #expect(report.check.isIntact, "\(report.check)")
+        #expect(report.records.map(\.sequence) == [1, 2, 3, 4, 5, 6])
+        #expect(report.records.map(\.pid) == (1...6).map { Int32(1000 + $0) })
+    }
 }

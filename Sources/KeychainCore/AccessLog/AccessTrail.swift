@@ -15,7 +15,31 @@ import Synchronization
 public final class AccessTrail: Sendable {
     @TaskLocal public static var current: AccessTrail?
 
-    private let noted = Mutex<(records: [AccessLogRecord], seen: Set<Decision>)>(([], []))
+    private let noted = Mutex(Noted())
+
+    private struct Noted {
+        var records: [AccessLogRecord] = []
+        /// The decisions about items among `records`, once there are too many to compare one by one (most calls
+        /// decide about one item: a set for them would cost more than the comparison).
+        var seen: Set<Decision>?
+        static let comparedOneByOne = 16
+
+        /// Adds `record` unless the same decision about the same item is already there.
+        mutating func add(_ record: AccessLogRecord) {
+            if record.item != nil {
+                let decision = Decision(record)
+                if seen == nil, records.count >= Self.comparedOneByOne {
+                    seen = Set(records.lazy.filter { $0.item != nil }.map(Decision.init))
+                }
+                if seen != nil {
+                    if !seen!.insert(decision).inserted { return }
+                } else if records.contains(where: { $0.item == record.item && Decision($0) == decision }) {
+                    return
+                }
+            }
+            records.append(record)
+        }
+    }
 
     /// What makes two notes the same decision.
     private struct Decision: Hashable {
@@ -24,6 +48,22 @@ public final class AccessTrail: Sendable {
         var outcome: AccessLogRecord.Outcome
         var keychain: String
         var question: String?
+
+        init(_ record: AccessLogRecord) {
+            item = record.item
+            action = record.action
+            outcome = record.outcome
+            keychain = record.keychain
+            question = record.question
+        }
+
+        /// The item and what was decided: the keychain's path and the question rarely tell two apart, and hashing
+        /// them would cost more than comparing them when they meet.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(item)
+            hasher.combine(action)
+            hasher.combine(outcome)
+        }
     }
 
     public init() {}
@@ -80,17 +120,12 @@ public final class AccessTrail: Sendable {
     /// Adds `record` unless the same decision about the same item is already noted (a call that reads its rows
     /// again after a concurrent write decides again).
     public func append(_ record: AccessLogRecord) {
-        let decision = Decision(item: record.item, action: record.action, outcome: record.outcome,
-                                keychain: record.keychain, question: record.question)
-        noted.withLock { noted in
-            if record.item != nil, !noted.seen.insert(decision).inserted { return }
-            noted.records.append(record)
-        }
+        noted.withLock { $0.add(record) }
     }
 
     /// What was noted, in order; the trail is empty afterwards.
     public func take() -> [AccessLogRecord] {
-        noted.withLock { noted in defer { noted = ([], []) }; return noted.records }
+        noted.withLock { noted in defer { noted = Noted() }; return noted.records }
     }
 
     public var isEmpty: Bool { noted.withLock { $0.records.isEmpty } }

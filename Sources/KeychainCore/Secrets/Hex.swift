@@ -9,16 +9,21 @@ public enum Hex {
     /// Hexadecimal digits of every byte, two each.
     /// Written into one buffer (a digest's hex is made for every client keychaind serves).
     public static func string(_ bytes: some Sequence<UInt8>, uppercase: Bool = false) -> String {
-        let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
         var text: [UInt8] = []
         text.reserveCapacity(bytes.underestimatedCount * 2)
+        append(bytes, uppercase: uppercase, to: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The digits of ``string(_:uppercase:)`` appended to `text` as UTF-8.
+    public static func append(_ bytes: some Sequence<UInt8>, uppercase: Bool = false, to text: inout [UInt8]) {
+        let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
         digits.withUTF8Buffer { digit in
             for byte in bytes {
                 text.append(digit[Int(byte >> 4)])
                 text.append(digit[Int(byte & 0x0f)])
             }
         }
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// Eight hexadecimal digits of a 32-bit value.

@@ -22,14 +22,32 @@ enum AccessLogCoding {
         u64(UInt64(bitPattern: Int64(record.pid)))
         string(record.frontEnd.rawValue); string(record.keychain)
         string(record.action.rawValue); string(record.outcome.rawValue)
-        optional(record.itemClass); optional(record.item?.uuidString); optional(record.itemLabel)
+        optional(record.itemClass)
+        if let item = record.item { out.append(1); u64(36); appendUUIDString(item, to: &out) } else { out.append(0) }
+        optional(record.itemLabel)
         optional(record.status.map { String($0) }); optional(record.question)
         return out
     }
 
+    /// `uuid.uuidString` (upper-case hex, 8-4-4-4-12) written straight into `out`: Foundation formats it through
+    /// `printf`, once per record before every answer.
+    private static let uuidGroups = [0..<4, 4..<6, 6..<8, 8..<10, 10..<16]
+
+    static func appendUUIDString(_ uuid: UUID, to out: inout [UInt8]) {
+        withUnsafeBytes(of: uuid.uuid) { bytes in
+            for group in uuidGroups {
+                if group.lowerBound > 0 { out.append(UInt8(ascii: "-")) }
+                Hex.append(bytes[group], uppercase: true, to: &out)
+            }
+        }
+    }
+
     /// Sets the sequence number of an encoded record (its first field), given only when it is written.
-    static func setSequence(_ sequence: UInt64, in bytes: inout [UInt8]) {
-        withUnsafeBytes(of: sequence.bigEndian) { bytes.replaceSubrange(0..<8, with: $0) }
+    static func setSequence(_ sequence: UInt64, in bytes: inout [UInt8], at start: Int = 0) {
+        precondition(start >= 0 && start + 8 <= bytes.count, "an encoded record starts with its sequence number")
+        bytes.withUnsafeMutableBytes { out in
+            withUnsafeBytes(of: sequence.bigEndian) { out.baseAddress!.advanced(by: start).copyMemory(from: $0.baseAddress!, byteCount: 8) }
+        }
     }
 
     static func decode(_ bytes: [UInt8]) -> AccessLogRecord? {

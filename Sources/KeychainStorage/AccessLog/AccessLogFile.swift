@@ -112,48 +112,79 @@ enum AccessLogFile {
 
         /// The frame for `plaintext`, advancing the chain, the MAC key and the key stream.
         mutating func frame(sequence: UInt64, kind: Kind, plaintext: [UInt8]) throws -> [UInt8] {
-            let prefix = AccessLogFile.prefix(sequence, kind)
             var out: [UInt8] = []
+            try appendFrame(to: &out, sequence: sequence, kind: kind, plaintext: plaintext)
+            return out
+        }
+
+        /// Appends the frame for `plaintext` to `out`, advancing the chain, the MAC key and the key stream. Built in
+        /// place, without a buffer of its own: this runs under the writer's lock before every answer.
+        /// - Parameter numbered: the plaintext is an encoded record whose first field takes `sequence`
+        ///   (``AccessLogCoding/setSequence(_:in:at:)``), set here rather than in a copy of it.
+        mutating func appendFrame(to out: inout [UInt8], sequence: UInt64, kind: Kind, plaintext: [UInt8],
+                                  numbered: Bool = false) throws {
+            let start = out.count
             switch format {
             case .streamed:
-                let bodyLength = prefix.count + 8 + plaintext.count
-                out.reserveCapacity(4 + bodyLength + AccessLogFile.macSize)
+                let bodyLength = 9 + 8 + plaintext.count
+                out.reserveCapacity(start + 4 + bodyLength + AccessLogFile.macSize)
                 withUnsafeBytes(of: UInt32(bodyLength).bigEndian) { out.append(contentsOf: $0) }
-                out.append(contentsOf: prefix)
+                AccessLogFile.appendPrefix(sequence, kind, to: &out)
                 withUnsafeBytes(of: streamOffset.bigEndian) { out.append(contentsOf: $0) }
+                let recordStart = out.count
                 out.append(contentsOf: plaintext)
-                try streamChunk.apply(to: &out, from: out.count - plaintext.count, at: streamOffset, key: encryption)
+                if numbered { AccessLogCoding.setSequence(sequence, in: &out, at: recordStart) }
+                try streamChunk.apply(to: &out, from: recordStart, at: streamOffset, key: encryption)
                 streamOffset += UInt64(plaintext.count)
             case .sealed:
+                var plaintext = plaintext
+                if numbered { AccessLogCoding.setSequence(sequence, in: &plaintext, at: 0) }
+                let prefix = AccessLogFile.prefix(sequence, kind)
                 let sealed = try AES.GCM.seal(plaintext, using: encryption, nonce: AccessLogFile.nonce(sequence, kind),
                                               authenticating: headerDigest + prefix)
                 let bodyLength = prefix.count + sealed.ciphertext.count + 16
-                out.reserveCapacity(4 + bodyLength + AccessLogFile.macSize)
                 withUnsafeBytes(of: UInt32(bodyLength).bigEndian) { out.append(contentsOf: $0) }
                 out.append(contentsOf: prefix)
                 out.append(contentsOf: sealed.ciphertext)
                 out.append(contentsOf: sealed.tag)
             }
-            out.append(contentsOf: advance(over: out[4...]))
-            return out
+            let tag = out.withUnsafeBytes { advance(overBody: UnsafeRawBufferPointer(rebasing: $0[(start + 4)...])) }
+            tag.withUnsafeBytes { out.append(contentsOf: $0) }
         }
 
         /// The MAC of `body` at this point of the chain, SHA-256(key ‖ chain) (a prefix MAC is sound for input of
         /// one fixed length); moves the chain and the key on.
         mutating func advance(over body: some DataProtocol) -> [UInt8] {
+            let bytes = Array(body)
+            return bytes.withUnsafeBytes { Array(advance(overBody: $0)) }
+        }
+
+        /// ``advance(over:)`` without copies: the chain and the key are replaced in place.
+        mutating func advance(overBody body: UnsafeRawBufferPointer) -> SHA256Digest {
             var hasher = SHA256()
-            hasher.update(data: chain)
-            hasher.update(data: body)
-            chain = Array(hasher.finalize())
+            chain.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+            hasher.update(bufferPointer: body)
+            Self.replace(&chain, with: hasher.finalize())
             var tagger = SHA256()
-            tagger.update(data: mac)
-            tagger.update(data: chain)
-            let tag = Array(tagger.finalize())
+            mac.withUnsafeBytes { tagger.update(bufferPointer: $0) }
+            chain.withUnsafeBytes { tagger.update(bufferPointer: $0) }
+            let tag = tagger.finalize()
             var next = SHA256()
-            next.update(data: Self.nextLabel)
-            next.update(data: mac)
-            mac = Array(next.finalize())
+            Self.nextLabel.withUnsafeBytes { next.update(bufferPointer: $0) }
+            mac.withUnsafeBytes { next.update(bufferPointer: $0) }
+            Self.replace(&mac, with: next.finalize())
             return tag
+        }
+
+        /// Overwrites a 32-byte value with a digest (a new array only when the old one is shared).
+        private static func replace(_ value: inout [UInt8], with digest: SHA256Digest) {
+            digest.withUnsafeBytes { new in
+                if value.count == new.count {
+                    value.withUnsafeMutableBytes { $0.copyMemory(from: new) }
+                } else {
+                    value = Array(new)
+                }
+            }
         }
 
         static let nextLabel = Array("next".utf8)
@@ -228,9 +259,14 @@ enum AccessLogFile {
 
     static func prefix(_ sequence: UInt64, _ kind: Kind) -> [UInt8] {
         var out: [UInt8] = []
+        appendPrefix(sequence, kind, to: &out)
+        return out
+    }
+
+    /// A frame body's first 9 bytes: sequence number, kind.
+    static func appendPrefix(_ sequence: UInt64, _ kind: Kind, to out: inout [UInt8]) {
         withUnsafeBytes(of: sequence.bigEndian) { out.append(contentsOf: $0) }
         out.append(kind.rawValue)
-        return out
     }
 
     static func sequence(of body: [UInt8]) -> UInt64 { body[0..<8].reduce(0) { $0 << 8 | UInt64($1) } }

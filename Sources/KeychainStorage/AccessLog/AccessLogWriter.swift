@@ -111,10 +111,9 @@ public final class AccessLogWriter {
         bytes.reserveCapacity(plaintexts.reduce(0) { $0 + $1.count + format.frameOverhead })
         var next = sequence
         do {
-            for var plaintext in plaintexts {
+            for plaintext in plaintexts {
                 next += 1
-                AccessLogCoding.setSequence(next, in: &plaintext)
-                bytes += try keys.frame(sequence: next, kind: .record, plaintext: plaintext)
+                try keys.appendFrame(to: &bytes, sequence: next, kind: .record, plaintext: plaintext, numbered: true)
             }
         } catch {
             throw KeychainError(.internalComponent, "cannot seal an access log record")
