@@ -3,8 +3,11 @@
 # side by side, alternating, RUNS times each: the find round trip from one client, the mixed throughput of
 # CLIENTS clients, and keychaind's CPU time, for the whole run and per call of the clients' part (DaemonLoad, release
 # builds, a scratch home per run). MIX "finds" makes the clients' calls all finds: the find throughput's cost.
-#   Benchmarks/daemon/access-log.sh OLD_KEYCHAIND NEW_KEYCHAIND [RUNS=5] [ITEMS=1000] [CLIENTS=8] [REQUESTS=2000] \
-#     [MIX=mixed|finds]
+#   [KEYCHAIND_CPUS=0] Benchmarks/daemon/access-log.sh OLD_KEYCHAIND NEW_KEYCHAIND [RUNS=5] [ITEMS=1000] [CLIENTS=8] \
+#     [REQUESTS=2000] [MIX=mixed|finds]
+# KEYCHAIND_CPUS: both keychaind run on these CPUs only (taskset), the clients anywhere. On a 2-vCPU machine one
+# CPU makes keychaind's CPU time per call repeat within about 1% from run to run (unpinned: about 5%), since its
+# threads then never pass data between the two CPUs' caches.
 # OLD_KEYCHAIND: a release keychaind without the log, built the same way from the same commit with
 # Benchmarks/daemon/without-access-log.patch applied (the only difference then is the log; a commit from before the
 # log also differs in everything done since, and speaks an older protocol than DaemonLoad), e.g.
@@ -26,7 +29,7 @@ one() {  # one NAME DAEMON: one run in a scratch home; prints
     (
         export HOME="$home" XDG_DATA_HOME="$home/data" XDG_STATE_HOME="$home/state" XDG_CONFIG_HOME="$home/config" \
             XDG_RUNTIME_DIR="$home/run"
-        setsid -f "$2" >/dev/null 2>&1
+        setsid -f ${KEYCHAIND_CPUS:+taskset -c "$KEYCHAIND_CPUS"} "$2" >/dev/null 2>&1
         for _ in $(seq 1 200); do ls "$home"/run/keychain/*.sock >/dev/null 2>&1 && break; sleep 0.05; done
         out="$("$load" "$items" "$clients" "$requests" "$mix")"
         pid="$(cat "$home"/run/keychain/*.sock.lock)"

@@ -28,7 +28,7 @@ printf '#!/bin/sh\necho "OK ready"\nexec sleep 100000\n' > "$home/pinentry-silen
 chmod 755 "$home/pinentry-silent"
 export HOME="$home" XDG_DATA_HOME="$home/data" XDG_STATE_HOME="$home/state" XDG_CONFIG_HOME="$home/config" \
     XDG_RUNTIME_DIR="$home/run"
-PINENTRY_PROGRAM="$home/pinentry-silent" setsid -f "$daemon" >/dev/null 2>&1
+PINENTRY_PROGRAM="$home/pinentry-silent" setsid -f ${KEYCHAIND_CPUS:+taskset -c "$KEYCHAIND_CPUS"} "$daemon" >/dev/null 2>&1
 for _ in $(seq 1 200); do ls "$home"/run/keychain/*.sock >/dev/null 2>&1 && break; sleep 0.05; done
 steps=" ${STEPS:-parallel disturbed idle steady} "
 if [[ "$steps" == *" parallel "* ]]; then

@@ -17,6 +17,21 @@ public enum Hex {
 
     /// The digits of ``string(_:uppercase:)`` appended to `text` as UTF-8.
     public static func append(_ bytes: some Sequence<UInt8>, uppercase: Bool = false, to text: inout [UInt8]) {
+        if let appended: Void = bytes.withContiguousStorageIfAvailable({
+            append(UnsafeRawBufferPointer($0), uppercase: uppercase, to: &text)
+        }) {
+            return appended
+        }
+        appendDigits(of: bytes, uppercase: uppercase, to: &text)
+    }
+
+    /// ``append(_:uppercase:to:)`` for bytes in memory: not generic, so it is compiled for callers in other modules
+    /// (a generic one runs there unspecialized, through witness tables, byte by byte).
+    public static func append(_ bytes: UnsafeRawBufferPointer, uppercase: Bool = false, to text: inout [UInt8]) {
+        appendDigits(of: bytes, uppercase: uppercase, to: &text)
+    }
+
+    private static func appendDigits(of bytes: some Sequence<UInt8>, uppercase: Bool, to text: inout [UInt8]) {
         let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
         digits.withUTF8Buffer { digit in
             for byte in bytes {

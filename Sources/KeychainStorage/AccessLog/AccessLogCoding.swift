@@ -37,7 +37,7 @@ enum AccessLogCoding {
         withUnsafeBytes(of: uuid.uuid) { bytes in
             for group in uuidGroups {
                 if group.lowerBound > 0 { out.append(UInt8(ascii: "-")) }
-                Hex.append(bytes[group], uppercase: true, to: &out)
+                Hex.append(UnsafeRawBufferPointer(rebasing: bytes[group]), uppercase: true, to: &out)
             }
         }
     }
