@@ -6,6 +6,7 @@
 #   Benchmarks/daemon/scale.sh [ITEMS=10000] [CLIENTS=64] [TOTAL=1000000]
 #   KEYCHAIND=/path/to/another/keychaind Benchmarks/daemon/scale.sh …   (the same benchmark against another build)
 #   STEPS="parallel" Benchmarks/daemon/scale.sh …   (some of the steps: parallel, disturbed, idle, steady)
+#   KEYCHAIND_CPUS=0 Benchmarks/daemon/scale.sh …   (keychaind held to these CPUs, through taskset)
 set -euo pipefail
 items="${1:-10000}" clients="${2:-64}" total="${3:-1000000}"
 cd "$(dirname "$0")/../.."
