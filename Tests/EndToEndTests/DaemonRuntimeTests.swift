@@ -77,6 +77,52 @@ struct DaemonRuntimeTests {
         #expect(try creator.state(of: keychain).isLocked)
     }
 
+    @Test("a program that outlives its keychaind goes on: after a SIGKILL its next read and its next write are answered by a keychaind started again; a closed connection stays closed")
+    func callsOutliveKeychaind() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let environment = home.environment
+        guard case .remote(let service) = try KeychainBackend.choose(locations: .current(environment: environment),
+                                                                     environment: environment)
+        else {
+            Issue.record("KEYCHAIN_BACKEND=daemon gave no keychaind")
+            return
+        }
+        let keychain = service.resolve("outlived")
+        try service.createKeychain(keychain, password: nil, settings: KeychainSettings(lockInterval: nil, lockOnSleep: false))
+        try service.add(["class": "genp", "svce": "outlived", "acct": "first", "v_Data": .data(Data("one".utf8))], to: keychain)
+
+        func killDaemon() throws -> pid_t {
+            let pid = try #require(home.daemonPID)
+            kill(pid, SIGKILL)
+            for _ in 0..<500 where kill(pid, 0) == 0 && !isZombie(pid) { usleep(10_000) }
+            return pid
+        }
+        func secret(_ account: String) throws -> String? {
+            let found = try service.search(["class": "genp", "svce": "outlived", "acct": .string(account), "r_Data": true],
+                                           in: keychain)
+            return found.first?.secret?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+
+        // Killed between two calls: the read goes to a keychaind started again (its request never reached the
+        // dead one), on the same service object.
+        let first = try killDaemon()
+        #expect(try secret("first") == "one")
+        let second = try #require(home.daemonPID)
+        #expect(second != first)
+
+        // And a write: it had not gone out when the connection was found broken, so it is made once, on the next.
+        _ = try killDaemon()
+        try service.add(["class": "genp", "svce": "outlived", "acct": "second", "v_Data": .data(Data("two".utf8))], to: keychain)
+        #expect(home.daemonPID != nil && home.daemonPID != second)
+        #expect(try secret("second") == "two")
+        #expect(try secret("first") == "one")
+
+        // A connection closed on purpose is not made again.
+        service.close()
+        #expect(throws: KeychainError.self) { _ = try secret("first") }
+    }
+
     @Test("keychaind's messages go to standard error, one line each, never to standard output; SIGINT ends it gracefully")
     func messagesOnStandardError() throws {
         let home = try DaemonHome()

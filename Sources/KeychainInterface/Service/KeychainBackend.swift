@@ -69,6 +69,17 @@ public enum KeychainBackend {
     static func connectStartingDaemon(locations: KeychainLocations, environment: [String: String])
         throws(KeychainError) -> RemoteKeychainService
     {
+        let remote = try connectOrStartDaemon(locations: locations, environment: environment)
+        // keychaind killed or ended later: the next call starts it again, as this first one did.
+        remote.reconnect { () throws(KeychainError) in
+            try connectOrStartDaemon(locations: locations, environment: environment)
+        }
+        return remote
+    }
+
+    private static func connectOrStartDaemon(locations: KeychainLocations, environment: [String: String])
+        throws(KeychainError) -> RemoteKeychainService
+    {
         if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, serving: locations, environment: environment) { return remote }
         var start = try startDaemon(environment: environment)
         // A daemon that was killed a moment ago may still hold its single-instance lock while it ends ("running"

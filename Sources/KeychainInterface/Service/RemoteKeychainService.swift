@@ -16,11 +16,17 @@ import Glibc
 /// The keychain service in keychaind, reached over its Unix socket: the daemon holds the unlocked keys (unlock once,
 /// then any process reads until it locks) and decides who is calling from the socket's peer credentials.
 ///
-/// One connection per instance; calls are serialised on it.
+/// One connection per instance; calls are serialised on it. A connection that breaks (keychaind killed, or ended and
+/// started again) is made again at the next call, the way the first one was made: a program that runs for days
+/// outlives its keychaind, as programs on macOS outlive securityd.
 public final class RemoteKeychainService: KeychainService {
     public let socket: URL
     // SAFETY: the descriptor is only used under `connection`'s lock.
     private let connection: Mutex<Link>
+    /// How a broken connection is made again: ``connect(to:serving:environment:)`` with the same arguments, or
+    /// keychaind started again where the first one was (``KeychainBackend``).
+    private let reconnection = Mutex<Reconnect?>(nil)
+    typealias Reconnect = @Sendable () throws(KeychainError) -> RemoteKeychainService?
 
     /// The connection, and its session while that is under way: the session goes out with the first call (or
     /// ahead of the greeting's answer) and its answer is read with that call's, one round trip fewer for a
@@ -29,11 +35,26 @@ public final class RemoteKeychainService: KeychainService {
         var fd: Int32
         var unsentSession: [UInt8]
         var sessionAnswerPending: Bool
+        /// Closed by ``RemoteKeychainService/close()`` or given to an event stream: never made again.
+        var closed = false
     }
 
     private init(socket: URL, fd: Int32, unsentSession: [UInt8], sessionAnswerPending: Bool) {
         self.socket = socket
         self.connection = Mutex(Link(fd: fd, unsentSession: unsentSession, sessionAnswerPending: sessionAnswerPending))
+    }
+
+    /// Makes a broken connection again with `reconnect` from now on.
+    func reconnect(with reconnect: @escaping Reconnect) {
+        reconnection.withLock { $0 = reconnect }
+    }
+
+    /// This instance's connection, handed over: it is closed here without closing the descriptor.
+    private func takeLink() -> Link {
+        connection.withLock { link in
+            defer { link = Link(fd: -1, unsentSession: [], sessionAnswerPending: false, closed: true) }
+            return link
+        }
     }
 
     /// Connects to the daemon at `socket`; nil when none answers there. `environment` tells where this client's user
@@ -124,8 +145,12 @@ public final class RemoteKeychainService: KeychainService {
             Glibc.close(fd)
             throw error
         }
-        return RemoteKeychainService(socket: socket, fd: fd, unsentSession: sessionAhead ? [] : session,
-                                     sessionAnswerPending: !session.isEmpty)
+        let service = RemoteKeychainService(socket: socket, fd: fd, unsentSession: sessionAhead ? [] : session,
+                                            sessionAnswerPending: !session.isEmpty)
+        service.reconnect { () throws(KeychainError) in
+            try connect(to: socket, serving: locations, environment: environment)
+        }
+        return service
     }
 
     /// The session's answer: an error there only means the daemon cannot ask this client's user; a notice is for
@@ -176,10 +201,7 @@ public final class RemoteKeychainService: KeychainService {
             throw KeychainError(.notAvailable, "the keychain daemon went away")
         }
         _ = try stream.call(.subscribe)
-        let fd = stream.connection.withLock { link in
-            defer { link.fd = -1 }  // the subscription owns it from here
-            return link.fd
-        }
+        let fd = stream.takeLink().fd  // the subscription owns it from here
         let subscription = EventSubscription(fd: fd)
         let started = DetachedThread.start(name: "keychain events") {
             while let bytes = try? Framing.receive(on: fd, limit: WireLimits.maximumResponse),
@@ -255,34 +277,37 @@ public final class RemoteKeychainService: KeychainService {
             throw KeychainError(.param, "the request is larger than keychaind takes (\(WireLimits.maximumRequest >> 20) MiB)")
         }
         let answer: Result<[UInt8], KeychainError> = connection.withLock { link in
-            let fd = link.fd
-            guard fd >= 0 else { return .failure(KeychainError(.notAvailable, "the keychain daemon connection is closed")) }
-            let session = link.unsentSession
-            link.unsentSession = []
-            guard Framing.send(session.isEmpty ? [payload] : [session, payload], on: fd) else {
-                return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
-            }
-            do {
-                if link.sessionAnswerPending {
-                    link.sessionAnswerPending = false
-                    guard let said = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
-                        return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+            var madeAgain = false
+            while true {
+                if link.fd < 0 {
+                    guard !link.closed else {
+                        return .failure(KeychainError(.notAvailable, "the keychain daemon connection is closed"))
                     }
-                    Self.showNotice(inSessionAnswer: said)
+                    do throws(KeychainError) {
+                        guard let fresh = try reconnection.withLock({ $0 })?() else {
+                            return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+                        }
+                        link = fresh.takeLink()
+                        link.closed = false
+                    } catch {
+                        return .failure(error)
+                    }
                 }
-                while true {
-                    guard let bytes = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
-                        return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
-                    }
-                    // Progress frames come before the answer of a long request: shown where the caller shows them.
-                    if request.reportsProgress, case .progress(let done, let total)? = try? Response.decode(bytes) {
-                        OperationProgress.current?.update(done, of: total)
-                        continue
-                    }
+                switch Self.exchange(payload, reportingProgress: request.reportsProgress, on: &link) {
+                case .answered(let bytes):
                     return .success(bytes)
+                case .unreadable:
+                    return .failure(KeychainError(.notAvailable, "the keychain daemon's answer was unreadable"))
+                case .lost(let requestSent):
+                    // keychaind went away. Once, the call is made on a new connection: always when the request did
+                    // not go out, after it went out only if repeating it changes nothing.
+                    Glibc.close(link.fd)
+                    link.fd = -1
+                    guard !madeAgain, !requestSent || request.isSafeToRepeat else {
+                        return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+                    }
+                    madeAgain = true
                 }
-            } catch {
-                return .failure(KeychainError(.notAvailable, "the keychain daemon's answer was unreadable"))
             }
         }
         var bytes = try answer.get()
@@ -291,6 +316,47 @@ public final class RemoteKeychainService: KeychainService {
         do { response = try Response.decode(bytes) } catch { throw KeychainError(.internalComponent, error.message) }
         if case .failure(let error) = response { throw error }
         return response
+    }
+
+    private enum Exchange {
+        case answered([UInt8])
+        /// The connection ended; `requestSent`: after the request went out whole.
+        case lost(requestSent: Bool)
+        case unreadable
+    }
+
+    /// Sends `payload` (after the session, if that has not gone out yet) and reads its answer.
+    private static func exchange(_ payload: [UInt8], reportingProgress: Bool, on link: inout Link) -> Exchange {
+        let fd = link.fd
+        let session = link.unsentSession
+        link.unsentSession = []
+        guard Framing.send(session.isEmpty ? [payload] : [session, payload], on: fd) else {
+            return .lost(requestSent: false)
+        }
+        do {
+            if link.sessionAnswerPending {
+                link.sessionAnswerPending = false
+                guard let said = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
+                    return .lost(requestSent: true)
+                }
+                showNotice(inSessionAnswer: said)
+            }
+            while true {
+                guard let bytes = try Framing.receive(on: fd, limit: WireLimits.maximumResponse) else {
+                    return .lost(requestSent: true)
+                }
+                // Progress frames come before the answer of a long request: shown where the caller shows them.
+                if reportingProgress, case .progress(let done, let total)? = try? Response.decode(bytes) {
+                    OperationProgress.current?.update(done, of: total)
+                    continue
+                }
+                return .answered(bytes)
+            }
+        } catch .truncated {
+            return .lost(requestSent: true)  // reset, or cut inside an answer: keychaind was killed
+        } catch {
+            return .unreadable
+        }
     }
 
     private func unexpected() -> KeychainError { KeychainError(.internalComponent, "an unexpected answer from keychaind") }
@@ -478,6 +544,7 @@ public final class RemoteKeychainService: KeychainService {
         connection.withLock { link in
             if link.fd >= 0 { Glibc.close(link.fd) }
             link.fd = -1
+            link.closed = true
         }
     }
 }
