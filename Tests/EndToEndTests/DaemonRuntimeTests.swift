@@ -123,6 +123,58 @@ struct DaemonRuntimeTests {
         #expect(throws: KeychainError.self) { _ = try secret("first") }
     }
 
+    @Test("a write in flight when keychaind is killed is not sent again: it fails with errSecNotAvailable, and nobody is asked twice")
+    func writeInFlightNotRepeated() throws {
+        let home = try DaemonHome()
+        defer { home.cleanUp() }
+        let pinentry = try DaemonTests.ScriptedPinentry(in: home.tool.home)
+        let environment = home.environment(asking: pinentry)
+        guard case .remote(let service) = try KeychainBackend.choose(locations: .current(environment: environment),
+                                                                     environment: environment)
+        else {
+            Issue.record("KEYCHAIN_BACKEND=daemon gave no keychaind")
+            return
+        }
+        defer { service.close() }
+        let keychain = service.resolve("held")
+        try service.createKeychain(keychain, password: SecretBytes(utf8: "pw"),
+                                   settings: KeychainSettings(lockInterval: nil, lockOnSleep: false))
+        try service.lock(keychain)
+        // The add waits for the keychain's password, a question that stays up; a second keychaind asked again would
+        // be given it, and the add would then be made.
+        let go = home.tool.home.appendingPathComponent("go")
+        defer { FileManager.default.createFile(atPath: go.path, contents: nil) }  // the held pinentry ends
+        try pinentry.answer("hold:\(go.path)", "pin:pw", "pin:pw")
+        let outcome = Mutex<Result<Void, KeychainError>?>(nil)
+        Thread {
+            let result = Result { () throws(KeychainError) in
+                _ = try service.add(["class": "genp", "svce": "held", "acct": "a", "v_Data": .data(Data("v".utf8))],
+                                    to: keychain)
+            }
+            outcome.withLock { $0 = result }
+        }.start()
+        var asked = false
+        for _ in 0..<300 where !asked {
+            usleep(50_000)
+            asked = pinentry.passwordRequests == 1
+        }
+        #expect(asked, "keychaind did not ask for the keychain's password")
+        let pid = try #require(home.daemonPID)
+        kill(pid, SIGKILL)
+        var result: Result<Void, KeychainError>?
+        for _ in 0..<300 {
+            result = outcome.withLock { $0 }
+            if result != nil { break }
+            usleep(50_000)
+        }
+        switch result {
+        case .failure(let error)?: #expect(error.status == .notAvailable, "\(error)")
+        case .success?: Issue.record("the add was made: it was sent to a second keychaind")
+        case nil: Issue.record("the add did not return within 15 s of the kill")
+        }
+        #expect(pinentry.passwordRequests == 1)
+    }
+
     @Test("keychaind's messages go to standard error, one line each, never to standard output; SIGINT ends it gracefully")
     func messagesOnStandardError() throws {
         let home = try DaemonHome()
