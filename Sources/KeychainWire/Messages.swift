@@ -303,9 +303,10 @@ extension Request {
     }
 
     /// Whether sending this request a second time, when keychaind went away after it was sent but before it
-    /// answered, does nothing the first one may have done already: it only reads (it may ask the user again, as
-    /// the first keychaind's question was lost with it). A change is never sent twice: the first may have been
-    /// made (an add repeated would answer errSecDuplicateItem for an item the program did add).
+    /// answered, does nothing the first one may have done already: it reads, and what it may write besides is the
+    /// same the second time (an Always Allow answered again, a missing login keychain made); the user may be asked
+    /// again, as the first keychaind's question was lost with it. A change is never sent twice: the first may have
+    /// been made (an add repeated would answer errSecDuplicateItem for an item the program did add).
     public var isSafeToRepeat: Bool {
         switch self {
         case .resolve, .defaultKeychain, .loginKeychain, .searchList, .searchListStates, .state, .settings, .search,

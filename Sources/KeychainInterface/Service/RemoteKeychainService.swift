@@ -297,6 +297,9 @@ public final class RemoteKeychainService: KeychainService {
                 case .answered(let bytes):
                     return .success(bytes)
                 case .unreadable:
+                    // The stream is out of step (a length was read, not its body): the next call starts afresh.
+                    Glibc.close(link.fd)
+                    link.fd = -1
                     return .failure(KeychainError(.notAvailable, "the keychain daemon's answer was unreadable"))
                 case .lost(let requestSent):
                     // keychaind went away. Once, the call is made on a new connection: always when the request did
