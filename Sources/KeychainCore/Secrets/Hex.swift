@@ -17,12 +17,10 @@ public enum Hex {
 
     /// The digits of ``string(_:uppercase:)`` appended to `text` as UTF-8.
     public static func append(_ bytes: some Sequence<UInt8>, uppercase: Bool = false, to text: inout [UInt8]) {
-        if let appended: Void = bytes.withContiguousStorageIfAvailable({
+        let inMemory = bytes.withContiguousStorageIfAvailable {
             append(UnsafeRawBufferPointer($0), uppercase: uppercase, to: &text)
-        }) {
-            return appended
         }
-        appendDigits(of: bytes, uppercase: uppercase, to: &text)
+        if inMemory == nil { appendDigits(of: bytes, uppercase: uppercase, to: &text) }
     }
 
     /// ``append(_:uppercase:to:)`` for bytes in memory: not generic, so it is compiled for callers in other modules
