@@ -16,7 +16,13 @@ public struct KeychainPreferences: Sendable {
     private let defaultKeychainFile: URL
     private let loginKeychainFile: URL
     private let searchListFile: URL
-    private let filePaths: (defaultKeychain: String, loginKeychain: String, searchList: String, standardLogin: String)
+    private let filePaths: (defaultKeychain: String, loginKeychain: String, searchList: String, standardLogin: String,
+                            directory: String)
+    /// The last ``paths()`` and the directory watch's stamp it was read at.
+    private let memo = Memo()
+    private final class Memo: Sendable {
+        let kept = Mutex<(stamp: UInt64, paths: Paths)?>(nil)
+    }
     private let standardLoginKeychain: URL
 
     public init(locations: KeychainLocations = .current()) {
@@ -25,7 +31,8 @@ public struct KeychainPreferences: Sendable {
         loginKeychainFile = locations.loginKeychainFile
         searchListFile = locations.searchListFile
         standardLoginKeychain = locations.loginKeychain
-        filePaths = (defaultKeychainFile.path, loginKeychainFile.path, searchListFile.path, standardLoginKeychain.path)
+        filePaths = (defaultKeychainFile.path, loginKeychainFile.path, searchListFile.path, standardLoginKeychain.path,
+                     locations.configDirectory.standardizedFileURL.path)
     }
 
     /// The default keychain: the configured one, else the login keychain.
@@ -65,6 +72,16 @@ public struct KeychainPreferences: Sendable {
     /// The default keychain, the login keychain and the search list as standardized paths, as the keychain service
     /// compares them. Worked out again only when one of the three files changed (keychaind asks on every call).
     public func paths() -> Paths {
+        // Unchanged while nothing in the preferences' directory changed: one read(2), no path looked up.
+        let stamp = DirectoryWatch.shared.stamp(covering: filePaths.directory, .contents)
+        if let stamp, let kept = memo.kept.withLock({ $0 }), kept.stamp == stamp { return kept.paths }
+        let paths = readPaths()
+        if let stamp { memo.kept.withLock { $0 = (stamp, paths) } }
+        return paths
+    }
+
+    /// The paths as the three files say now.
+    private func readPaths() -> Paths {
         let texts = Texts(defaultKeychain: read(path: filePaths.defaultKeychain), loginKeychain: read(path: filePaths.loginKeychain),
                           searchList: read(path: filePaths.searchList), standardLogin: filePaths.standardLogin)
         if let known = Self.derived.withLock({ $0[texts] }) { return known }

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import KeychainInterface
 import KeychainStorage
 import Synchronization
 
@@ -16,6 +17,8 @@ public final class OpenKeychains: Sendable {
     public typealias Opener = @Sendable (URL, KeychainFile.Configuration) throws(KeychainError) -> KeychainFile
 
     private let files = Mutex<[String: KeychainFile]>([:])
+    /// For each open file's path, the directory watch's stamp when the file was last seen there (``stillThere(_:)``).
+    private let seen = Mutex<[String: UInt64]>([:])
     /// Set by ``closeAll(finally:)`` when its host stops: an open that was under way then closes what it opened.
     private let closed = Atomic(false)
     /// The locks held while a path is opened, created, adopted, closed or forgotten: a fixed set, each path on one
@@ -57,12 +60,12 @@ public final class OpenKeychains: Sendable {
     public func file(atPath path: String, configuration: KeychainFile.Configuration,
                      createWithPassword password: SecretBytes?, create: Bool = true) throws(KeychainError) -> KeychainFile {
         let key = StandardPath.of(path)
-        if let file = files.withLock({ $0[key] }), StandardPath.exists(key) { return file }
+        if let file = files.withLock({ $0[key] }), stillThere(key) { return file }
         let url = URL(fileURLWithPath: path)
         guard create || StandardPath.exists(key) else { throw KeychainError(.noSuchKeychain, url.lastPathComponent) }
         return try lock(for: key).mutex.withLock { _ throws(KeychainError) -> KeychainFile in
             // Opened by another caller while this one waited.
-            if let file = files.withLock({ $0[key] }), StandardPath.exists(key) { return file }
+            if let file = files.withLock({ $0[key] }), stillThere(key) { return file }
             guard !closed.load(ordering: .acquiring) else { throw KeychainError(.notAvailable, "the keychain service is stopping") }
             let file: KeychainFile
             if StandardPath.exists(key) || !create {
@@ -87,6 +90,29 @@ public final class OpenKeychains: Sendable {
             openObserver.withLock { $0 }?(file.url.path)
             return file
         }
+    }
+
+    /// The handle for `path` if it is open here and its file is still there; nil otherwise (nothing is opened).
+    public func openFile(atPath path: String) -> KeychainFile? {
+        let key = StandardPath.of(path)
+        guard let file = files.withLock({ $0[key] }), stillThere(key) else { return nil }
+        return file
+    }
+
+    /// Whether the file at `key` (a standardized path) still exists: a deleted keychain's handle is not handed out.
+    /// Looked at once per change in its directory (``DirectoryWatch``), since an `access(2)` per call was a tenth of
+    /// an in-process find; every call where the directory cannot be watched, or the path is a symbolic link (whose
+    /// target may be elsewhere).
+    private func stillThere(_ key: String) -> Bool {
+        guard let slash = key.utf8.lastIndex(of: UInt8(ascii: "/")), slash != key.utf8.startIndex,
+            let stamp = DirectoryWatch.shared.stamp(covering: String(key[..<slash]), .entries)
+        else { return StandardPath.exists(key) }
+        if seen.withLock({ $0[key] }) == stamp { return true }
+        var info = stat()
+        guard lstat(key, &info) == 0 else { return false }
+        if info.st_mode & S_IFMT == S_IFLNK { return StandardPath.exists(key) }
+        seen.withLock { $0[key] = stamp }
+        return true
     }
 
     private func lock(for key: String) -> PathLock {

@@ -143,7 +143,7 @@ struct DaemonRuntimeTests {
         // The add waits for the keychain's password, a question that stays up; a second keychaind asked again would
         // be given it, and the add would then be made.
         let go = home.tool.home.appendingPathComponent("go")
-        defer { FileManager.default.createFile(atPath: go.path, contents: nil) }  // the held pinentry ends
+        defer { _ = FileManager.default.createFile(atPath: go.path, contents: nil) }  // the held pinentry ends
         try pinentry.answer("hold:\(go.path)", "pin:pw", "pin:pw")
         let outcome = Mutex<Result<Void, KeychainError>?>(nil)
         Thread {

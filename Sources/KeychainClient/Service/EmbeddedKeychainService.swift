@@ -452,6 +452,10 @@ public final class EmbeddedKeychainService: KeychainService {
         // call that names no keychain, and URLs standardized per call were half of an in-process find.
         let paths = preferences.paths()
         let target = paths.defaultKeychain
+        if let open = keychains.openFile(atPath: target) {
+            used.withLock { _ = $0.insert(open.standardizedPath) }
+            return open
+        }
         guard target == paths.loginKeychain, !StandardPath.exists(target) else {
             return try file(KeychainReference(path: target))
         }

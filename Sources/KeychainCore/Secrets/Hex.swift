@@ -17,7 +17,7 @@ public enum Hex {
 
     /// The digits of ``string(_:uppercase:)`` appended to `text` as UTF-8.
     public static func append(_ bytes: some Sequence<UInt8>, uppercase: Bool = false, to text: inout [UInt8]) {
-        let inMemory = bytes.withContiguousStorageIfAvailable {
+        let inMemory: Void? = bytes.withContiguousStorageIfAvailable {
             append(UnsafeRawBufferPointer($0), uppercase: uppercase, to: &text)
         }
         if inMemory == nil { appendDigits(of: bytes, uppercase: uppercase, to: &text) }

@@ -54,7 +54,7 @@ extension KeychainFile {
                 context.markOwnerAuthenticated()
             }
         }
-        AccessTrail.note(operation, item, keychain: url.path, decision: decision)
+        AccessTrail.note(operation, item, keychain: filePath, decision: decision)
         return try follow(decision, item: item, operation: operation)
     }
 

@@ -31,7 +31,7 @@ extension KeychainFile {
         try write { db, changes in
             try insert(sealed, db: db, changes: &changes)
         }
-        AccessTrail.noteAdded(item, keychain: url.path)
+        AccessTrail.noteAdded(item, keychain: filePath)
         configuration.logger.debug("item.add", metadata: ["item.class": "\(item.itemClass.rawValue)"])
         return FoundItem(item: item, secret: query.returnTypes.contains(.data) ? secret : nil)
     }
@@ -116,7 +116,7 @@ extension KeychainFile {
                 return false
             }
             if let added {
-                if added { AccessTrail.noteAdded(item, keychain: url.path) }
+                if added { AccessTrail.noteAdded(item, keychain: filePath) }
                 configuration.logger.debug("item.upsert", metadata: ["item.added": "\(added)"])
                 return added
             }
@@ -143,7 +143,7 @@ extension KeychainFile {
         try write { db, changes in
             for s in sealed { try insert(s, db: db, changes: &changes) }
         }
-        for item in items { AccessTrail.noteAdded(item, keychain: url.path) }
+        for item in items { AccessTrail.noteAdded(item, keychain: filePath) }
     }
 
     /// Finds items (`SecItemCopyMatching`), in insertion order, up to the query's limit.
@@ -316,7 +316,7 @@ extension KeychainFile {
                 return doomed.count
             }
             if let deleted {
-                AccessTrail.noteAdded(item, keychain: url.path)
+                AccessTrail.noteAdded(item, keychain: filePath)
                 configuration.logger.debug("item.replace", metadata: ["item.count": "\(deleted)"])
                 return deleted
             }
@@ -384,7 +384,7 @@ extension KeychainFile {
                 if includingSecrets && readable {
                     secret = try openSecret(row, item: item, query: nil, grants: AccessGrants())
                 }
-                AccessTrail.note(secret == nil ? .readAttributes : .readSecret, item, keychain: url.path, decision: .allow)
+                AccessTrail.note(secret == nil ? .readAttributes : .readSecret, item, keychain: filePath, decision: .allow)
                 out.append(FoundItem(item: item, secret: secret))
             }
             return out

@@ -34,6 +34,8 @@ public final class KeychainFile: Sendable {
     public var authenticator: any Authenticator { configuration.authenticator }
     /// `url`'s standardized path, made once: what the process's handles and a service's used files are keyed by.
     public let standardizedPath: String
+    /// `url.path`, made once: Foundation's URL makes it anew at every use, and the access trail names it per item.
+    public let filePath: String
     let database: DatabaseQueue
     let configuration: Configuration
     let deviceKey: SymmetricKey
@@ -66,6 +68,7 @@ public final class KeychainFile: Sendable {
                  header: FileHeader) {
         self.url = url
         self.standardizedPath = url.standardizedFileURL.path
+        self.filePath = url.path
         self.database = database
         self.configuration = configuration
         self.deviceKey = deviceKey

@@ -1,0 +1,187 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Tells, with one `read(2)` and no path lookup, whether anything in a few directories may have changed since a
+/// value was worked out from them: the keychain service looks at its preference files and at whether the default
+/// keychain's file still exists on every call that names no keychain, and the `stat` and `access` calls for that were
+/// a third of an in-process `SecItemCopyMatching`.
+///
+/// One inotify descriptor for the process. Each directory a caller names is watched, or, while it does not exist,
+/// its nearest existing ancestor (whatever makes it appear adds an entry there). Every event from any of them moves
+/// ``stamp(covering:)`` on; a value kept with a stamp is still right while the stamp is the same. The kernel queues
+/// an event before the call that changed the file returns, so a change that another process made before it told us
+/// anything is seen at our next call, as a `stat` would see it.
+///
+/// Not noticed: a directory above a watched one renamed (its entries keep their watch under a new path). Where
+/// inotify is not available (no descriptor left, too many watches), ``stamp(covering:)`` says nil and callers look
+/// at the files themselves.
+package final class DirectoryWatch: Sendable {
+    /// The process's watch.
+    package static let shared = DirectoryWatch()
+
+    /// What makes a directory's stamp move: entries made, removed or renamed, files written or their mode changed,
+    /// and the directory itself removed or renamed.
+    private static let contentMask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE
+        | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_MASK_ADD)
+    /// For a directory whose entries' existence alone matters (the keychains' own: SQLite writes there all the time).
+    private static let entriesMask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB
+        | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_MASK_ADD)
+
+    package enum Interest: Sendable {
+        /// The directory's files' contents matter.
+        case contents
+        /// Only which entries it has.
+        case entries
+    }
+
+    private struct Key: Hashable {
+        var path: String
+        var interest: Interest
+    }
+
+    private struct Watched {
+        /// The watch descriptor, and whether it is on the directory itself or only on an ancestor.
+        var descriptor: Int32
+        var onAncestor: Bool
+        /// The stamp when it was placed: a watch on an ancestor is placed again after any event, which may be the
+        /// directory appearing.
+        var placedAt: UInt64
+    }
+
+    private struct State {
+        var descriptor: Int32 = -1
+        var started = false
+        /// ``forks`` when the descriptor was made.
+        var forks = 0
+        var unavailable = false
+        /// Moves on at every batch of events. (Placing a watch need not move it: a watch is placed again only after
+        /// an event said the old one was gone or the directory may have appeared, and that event moved it.)
+        var stamp: UInt64 = 0
+        var watched: [Key: Watched] = [:]
+        /// The watch descriptors the kernel dropped (a directory removed): directories on them are placed again.
+        var dropped: Set<Int32> = []
+    }
+
+    private let state = Mutex(State())
+    /// Counts forks, in the child: there the descriptor is shared with the parent, and a read by the child would take
+    /// events the parent needs, so the child makes a descriptor of its own at its next look.
+    private static let forks = Atomic(0)
+    private static let atForkInstalled: Bool = {
+        pthread_atfork(nil, nil) { _ = DirectoryWatch.forks.add(1, ordering: .relaxed) } == 0
+    }()
+
+    package init() {}
+
+    deinit {
+        state.withLock { if $0.descriptor >= 0 { close($0.descriptor) } }
+    }
+
+    /// A number that stays the same while nothing changed in `directories` (absolute paths), or nil when they cannot
+    /// be watched. Compare it with the one taken before the value kept was worked out.
+    package func stamp(covering directories: [(path: String, interest: Interest)]) -> UInt64? {
+        guard directories.allSatisfy({ $0.path.hasPrefix("/") }) else { return nil }
+        return state.withLock { state -> UInt64? in
+            guard start(&state) else { return nil }
+            drain(&state)
+            for (path, interest) in directories {
+                guard place(path, interest: interest, &state) else { return nil }
+            }
+            return state.stamp
+        }
+    }
+
+    /// As ``stamp(covering:)`` for one directory.
+    package func stamp(covering directory: String, _ interest: Interest) -> UInt64? {
+        stamp(covering: [(directory, interest)])
+    }
+
+    private func start(_ state: inout State) -> Bool {
+        let forks = Self.forks.load(ordering: .relaxed)
+        if state.started, state.forks != forks {
+            // In a forked child: the parent's descriptor is left to the parent.
+            if state.descriptor >= 0 { close(state.descriptor) }
+            state = State(stamp: state.stamp &+ 1)
+        }
+        if state.started { return !state.unavailable }
+        state.started = true
+        state.forks = forks
+        guard Self.atForkInstalled else {
+            state.unavailable = true
+            return false
+        }
+        state.descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        state.unavailable = state.descriptor < 0
+        return !state.unavailable
+    }
+
+    /// Reads every event queued so far; any moves the stamp on.
+    private func drain(_ state: inout State) {
+        let size = 4096
+        withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
+            while true {
+                let got = read(state.descriptor, buffer.baseAddress, size)
+                if got <= 0 { break }
+                state.stamp &+= 1
+                var offset = 0
+                // struct inotify_event: wd, mask, cookie, len, then len bytes of name.
+                while offset + 16 <= got {
+                    let base = buffer.baseAddress! + offset
+                    let wd = base.loadUnaligned(as: Int32.self)
+                    let mask = base.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
+                    let length = Int(base.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+                    if mask & UInt32(IN_IGNORED) != 0 { state.dropped.insert(wd) }
+                    if mask & UInt32(IN_Q_OVERFLOW) != 0 { state.dropped.insert(-1) }
+                    offset += 16 + length
+                }
+                if got < size { break }
+            }
+        }
+    }
+
+    /// Makes sure `path` is covered: by a watch on it or, while it does not exist, on its nearest existing ancestor.
+    private func place(_ path: String, interest: Interest, _ state: inout State) -> Bool {
+        let key = Key(path: path, interest: interest)
+        if !state.dropped.isEmpty {
+            // A dropped descriptor may be handed out again by the kernel: forget every directory that was on one (an
+            // overflow may have lost the news of any of them).
+            let dropped = state.dropped
+            let all = dropped.contains(-1)
+            state.watched = state.watched.filter { !all && !dropped.contains($0.value.descriptor) }
+            state.dropped.removeAll()
+        }
+        if let known = state.watched[key], !known.onAncestor || known.placedAt == state.stamp { return true }
+        // A directory made between a failed watch on it and the watch on its parent would go unseen: once the parent
+        // is watched, the child is looked for again, and if it is there now, placing starts over.
+        for _ in 0..<8 {
+            var candidate = path
+            var child: String?
+            while true {
+                let mask = child != nil || interest == .entries ? Self.entriesMask : Self.contentMask
+                let wd = inotify_add_watch(state.descriptor, candidate, mask)
+                if wd >= 0 {
+                    if let child, access(child, F_OK) == 0 { break }  // it appeared meanwhile: again
+                    state.watched[key] = Watched(descriptor: wd, onAncestor: child != nil, placedAt: state.stamp)
+                    return true
+                }
+                guard errno == ENOENT || errno == ENOTDIR, candidate != "/",
+                    let slash = candidate.utf8.lastIndex(of: UInt8(ascii: "/"))
+                else {
+                    state.watched[key] = nil
+                    return false
+                }
+                child = candidate
+                candidate = slash == candidate.utf8.startIndex ? "/" : String(candidate[..<slash])
+            }
+        }
+        state.watched[key] = nil
+        return false
+    }
+}
