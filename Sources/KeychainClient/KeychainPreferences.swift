@@ -32,7 +32,7 @@ public struct KeychainPreferences: Sendable {
         searchListFile = locations.searchListFile
         standardLoginKeychain = locations.loginKeychain
         filePaths = (defaultKeychainFile.path, loginKeychainFile.path, searchListFile.path, standardLoginKeychain.path,
-                     locations.configDirectory.standardizedFileURL.path)
+                     locations.configDirectory.path)  // as the files are read: `..` after a link is the kernel's
     }
 
     /// The default keychain: the configured one, else the login keychain.
@@ -76,8 +76,17 @@ public struct KeychainPreferences: Sendable {
         let stamp = DirectoryWatch.shared.stamp(covering: filePaths.directory, .contents)
         if let stamp, let kept = memo.kept.withLock({ $0 }), kept.stamp == stamp { return kept.paths }
         let paths = readPaths()
-        if let stamp { memo.kept.withLock { $0 = (stamp, paths) } }
+        // A preference file that is a symbolic link may be changed where no watch sees it: never kept then.
+        if let stamp, !linked() { memo.kept.withLock { $0 = (stamp, paths) } }
         return paths
+    }
+
+    /// Whether one of the three files is a symbolic link.
+    private func linked() -> Bool {
+        [filePaths.defaultKeychain, filePaths.loginKeychain, filePaths.searchList].contains { path in
+            var info = stat()
+            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK
+        }
     }
 
     /// The paths as the three files say now.

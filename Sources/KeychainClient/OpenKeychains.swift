@@ -145,6 +145,7 @@ public final class OpenKeychains: Sendable {
     public func close(_ url: URL) {
         let key = url.standardizedFileURL.path
         let file = lock(for: key).mutex.withLock { _ in files.withLock { $0.removeValue(forKey: key) } }
+        _ = seen.withLock { $0.removeValue(forKey: key) }
         file?.close()
     }
 
@@ -152,5 +153,6 @@ public final class OpenKeychains: Sendable {
     public func forget(_ url: URL) {
         let key = url.standardizedFileURL.path
         lock(for: key).mutex.withLock { _ in _ = files.withLock { $0.removeValue(forKey: key) } }
+        _ = seen.withLock { $0.removeValue(forKey: key) }
     }
 }

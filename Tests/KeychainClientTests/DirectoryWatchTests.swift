@@ -90,6 +90,36 @@ struct DirectoryWatchTests {
         #expect(watch.stamp(covering: deep.path, .contents) != stamp)
     }
 
+    @Test("a watched directory renamed away: the one made at its path is watched, not the moved one")
+    func renamedAway() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let watch = DirectoryWatch()
+        let directory = root.appendingPathComponent("keychain")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var stamp = try #require(watch.stamp(covering: directory.path, .contents))
+        try Self.elsewhere("mv '\(directory.path)' '\(directory.path).old' && mkdir '\(directory.path)'")
+        #expect(watch.stamp(covering: directory.path, .contents) != stamp)
+        stamp = try #require(watch.stamp(covering: directory.path, .contents))
+        try Self.elsewhere("echo x > '\(directory.path)/default-keychain'")
+        #expect(watch.stamp(covering: directory.path, .contents) != stamp)
+    }
+
+    @Test("a directory that is a symbolic link is not watched (the link may be pointed elsewhere): nil")
+    func linkedDirectory() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let target = root.appendingPathComponent("target")
+        try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+        let link = root.appendingPathComponent("link")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        #expect(DirectoryWatch().stamp(covering: link.path, .contents) == nil)
+        // Dangling: not taken for a directory yet to be made.
+        try FileManager.default.removeItem(at: target)
+        #expect(DirectoryWatch().stamp(covering: link.path, .contents) == nil)
+        #expect(DirectoryWatch().stamp(covering: link.path + "/below", .contents) == nil)
+    }
+
     @Test("a directory watched for its entries: a file written there leaves the stamp alone, one made or removed moves it")
     func entries() throws {
         let root = try Self.scratch()

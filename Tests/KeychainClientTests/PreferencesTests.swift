@@ -58,6 +58,23 @@ struct PreferencesTests {
         #expect(prefs.paths().searchList == [prefs.paths().defaultKeychain])
     }
 
+    @Test("a preference file that is a symbolic link: a change of its target, outside the watched directory, is seen")
+    func linkedPreference() throws {
+        let kc = try TestKeychain()
+        let prefs = KeychainPreferences(locations: kc.locations)
+        let a = kc.locations.url(forKeychain: "aaaa"), b = kc.locations.url(forKeychain: "bbbb")
+        try prefs.setSearchList([a])
+        let elsewhere = kc.locations.stateDirectory.appendingPathComponent("search-list-target")
+        try FileManager.default.createDirectory(at: kc.locations.stateDirectory, withIntermediateDirectories: true)
+        try Data((a.path + "\n").utf8).write(to: elsewhere)
+        try FileManager.default.removeItem(at: kc.locations.searchListFile)
+        try FileManager.default.createSymbolicLink(at: kc.locations.searchListFile, withDestinationURL: elsewhere)
+        #expect(prefs.paths().searchList == [a.path])
+        #expect(prefs.paths().searchList == [a.path])
+        try Data((b.path + "\n").utf8).write(to: elsewhere, options: .atomic)
+        #expect(prefs.paths().searchList == [b.path])
+    }
+
     @Test("two keychains are independent")
     func independent() throws {
         let kc = try TestKeychain()

@@ -16,12 +16,14 @@ import Glibc
 ///
 /// One inotify descriptor for the process. Each directory a caller names is watched, or, while it does not exist,
 /// its nearest existing ancestor (whatever makes it appear adds an entry there). Every event from any of them moves
-/// ``stamp(covering:)`` on; a value kept with a stamp is still right while the stamp is the same. The kernel queues
+/// ``stamp(covering:_:)`` on; a value kept with a stamp is still right while the stamp is the same. The kernel queues
 /// an event before the call that changed the file returns, so a change that another process made before it told us
 /// anything is seen at our next call, as a `stat` would see it.
 ///
-/// Not noticed: a directory above a watched one renamed (its entries keep their watch under a new path). Where
-/// inotify is not available (no descriptor left, too many watches), ``stamp(covering:)`` says nil and callers look
+/// A watched directory that is renamed or removed is watched again at its path. Not noticed: a directory above a
+/// watched one renamed, a symbolic link above it pointed elsewhere, or a file system mounted over it (the watch stays
+/// on what was there). A directory that is itself a symbolic link is not watched. Where inotify is not available (no
+/// descriptor left, too many watches) or a directory is not watched, ``stamp(covering:_:)`` says nil and callers look
 /// at the files themselves.
 package final class DirectoryWatch: Sendable {
     /// The process's watch.
@@ -84,30 +86,23 @@ package final class DirectoryWatch: Sendable {
         state.withLock { if $0.descriptor >= 0 { close($0.descriptor) } }
     }
 
-    /// A number that stays the same while nothing changed in `directories` (absolute paths), or nil when they cannot
-    /// be watched. Compare it with the one taken before the value kept was worked out.
-    package func stamp(covering directories: [(path: String, interest: Interest)]) -> UInt64? {
-        guard directories.allSatisfy({ $0.path.hasPrefix("/") }) else { return nil }
+    /// A number that stays the same while nothing changed in `directory` (an absolute path), or nil when it cannot
+    /// be watched. Compare it with the one taken before the value kept was worked out; the number is the process's,
+    /// so it also moves at changes in other watched directories.
+    package func stamp(covering directory: String, _ interest: Interest) -> UInt64? {
+        guard directory.hasPrefix("/") else { return nil }
         return state.withLock { state -> UInt64? in
             guard start(&state) else { return nil }
             drain(&state)
-            for (path, interest) in directories {
-                guard place(path, interest: interest, &state) else { return nil }
-            }
-            return state.stamp
+            return place(directory, interest: interest, &state) ? state.stamp : nil
         }
-    }
-
-    /// As ``stamp(covering:)`` for one directory.
-    package func stamp(covering directory: String, _ interest: Interest) -> UInt64? {
-        stamp(covering: [(directory, interest)])
     }
 
     private func start(_ state: inout State) -> Bool {
         let forks = Self.forks.load(ordering: .relaxed)
         if state.started, state.forks != forks {
-            // In a forked child: the parent's descriptor is left to the parent.
-            if state.descriptor >= 0 { close(state.descriptor) }
+            // In a forked child: the parent's descriptor is left to the parent, and not closed (the child may have
+            // closed it and reused its number already; exec closes it).
             state = State(stamp: state.stamp &+ 1)
         }
         if state.started { return !state.unavailable }
@@ -138,10 +133,15 @@ package final class DirectoryWatch: Sendable {
                     let mask = base.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
                     let length = Int(base.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
                     if mask & UInt32(IN_IGNORED) != 0 { state.dropped.insert(wd) }
+                    if mask & UInt32(IN_MOVE_SELF | IN_DELETE_SELF) != 0 {
+                        // A moved directory keeps its watch under its new name: what is at the old path now is not
+                        // watched by it.
+                        state.dropped.insert(wd)
+                        inotify_rm_watch(state.descriptor, wd)
+                    }
                     if mask & UInt32(IN_Q_OVERFLOW) != 0 { state.dropped.insert(-1) }
                     offset += 16 + length
                 }
-                if got < size { break }
             }
         }
     }
@@ -164,10 +164,19 @@ package final class DirectoryWatch: Sendable {
             var candidate = path
             var child: String?
             while true {
+                // A directory that is a symbolic link is not watched: the watch would stay on the link's old target
+                // when the link is pointed elsewhere (and a dangling one would look like a directory yet to be made).
+                var info = stat()
+                let present = lstat(candidate, &info) == 0
+                if present, info.st_mode & S_IFMT == S_IFLNK {
+                    state.watched[key] = nil
+                    return false
+                }
                 let mask = child != nil || interest == .entries ? Self.entriesMask : Self.contentMask
-                let wd = inotify_add_watch(state.descriptor, candidate, mask)
+                let wd = present ? inotify_add_watch(state.descriptor, candidate, mask) : -1
+                if !present { errno = ENOENT }
                 if wd >= 0 {
-                    if let child, access(child, F_OK) == 0 { break }  // it appeared meanwhile: again
+                    if let child, lstat(child, &info) == 0 { break }  // it appeared meanwhile: again
                     state.watched[key] = Watched(descriptor: wd, onAncestor: child != nil, placedAt: state.stamp)
                     return true
                 }

@@ -68,7 +68,7 @@ enum ItemCodec {
             }
         }
         guard let count = reader.int(), count >= 0, count < 10_000 else { throw .decode("metadata") }
-        var attributes: [String: AttributeValue] = [:]
+        var attributes: [String: AttributeValue] = Dictionary(minimumCapacity: Int(count))
         for _ in 0..<count {
             guard let code = reader.string(), let tag = reader.byte() else { throw .decode("metadata") }
             switch tag {
@@ -145,7 +145,12 @@ enum ItemCodec {
             defer { offset += Int(n) }
             return Array(bytes[offset..<offset + Int(n)])
         }
-        mutating func string() -> String? { blob().flatMap { String(validating: $0, as: UTF8.self) } }
+        /// Validated straight from the buffer (a copy into an array first was half of a find's metadata decoding).
+        mutating func string() -> String? {
+            guard let n = int(), n >= 0, n <= Int64(bytes.count - offset) else { return nil }
+            defer { offset += Int(n) }
+            return String(validating: bytes[offset..<offset + Int(n)], as: UTF8.self)
+        }
     }
 }
 
