@@ -31,6 +31,19 @@ depends="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/
             [ -n "$owner" ] && { echo "$owner"; break; }
         done
     done | sort -u | paste -sd, | sed 's/,/, /g')"
+# The C library's version, as its symbol versions require it: the newest GLIBC_2.x named, and 2.36 for the packed
+# relocations the release link uses (GLIBC_ABI_DT_RELR), which an older loader refuses to start.
+glibc="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/*.so; do
+        [ -f "$file" ] || continue
+        objdump -p "$file" | awk '/required from (libc|libm|ld-linux[-a-z0-9_]*)\.so/ { take = 1; next }
+            /required from/ { take = 0 } take && $4 ~ /^GLIBC_/ { print $4 }'
+    done | sed -e 's/^GLIBC_ABI_DT_RELR$/GLIBC_2.36/' -e 's/^GLIBC_//' | { grep -E "^[0-9.]+$" || true; } | sort -uV | tail -1)"
+if [ -n "$glibc" ]; then
+    case ", $depends," in
+        *", libc6,"*) depends="$(printf '%s\n' "$depends" | sed -E "s/(^|, )libc6(,|$)/\1libc6 (>= $glibc)\2/")" ;;
+        *) depends="libc6 (>= $glibc)${depends:+, $depends}" ;;  # dpkg -S did not name it: say it anyway
+    esac
+fi
 
 # Who built it, as Debian's own tools take it (DEBFULLNAME, DEBEMAIL), else the author of the commit packaged; and
 # when: that commit's time, so that rebuilding the same commit gives the same changelog.

@@ -36,41 +36,50 @@ public struct KeychainLocations: Sendable, Hashable {
 
     /// The socket for these locations when the user's home is `home`.
     func daemonSocket(home: String) -> URL {
-        let home = URL(fileURLWithPath: home)
-        let standard = Self(
-            keychainDirectory: home.appendingPathComponent(".local/share/keychains"),
-            stateDirectory: home.appendingPathComponent(".local/state/keychain"),
-            configDirectory: home.appendingPathComponent(".config/keychain"), runtimeDirectory: runtimeDirectory)
         // By path: a URL made while a directory did not exist differs from one made after (a trailing slash), and
-        // the client's locations are made before keychaind creates its directories.
-        if keychainDirectory.path == standard.keychainDirectory.path, stateDirectory.path == standard.stateDirectory.path,
-           configDirectory.path == standard.configDirectory.path
+        // the client's locations are made before keychaind creates its directories. Joined as strings, as
+        // `current(environment:)` joins them.
+        let keychains = keychainDirectory.path, state = stateDirectory.path, config = configDirectory.path
+        let runtime = runtimeDirectory.path
+        func standard(_ name: String) -> String { URL(fileURLWithPath: Self.joined(home, name), isDirectory: true).path }
+        if keychains == standard(".local/share/keychains"), state == standard(".local/state/keychain"),
+           config == standard(".config/keychain")
         {
-            return runtimeDirectory.appendingPathComponent("keychaind.sock")
+            return URL(fileURLWithPath: Self.joined(runtime, "keychaind.sock"), isDirectory: false)
         }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a: stable across processes, unlike Hasher
-        for byte in (keychainDirectory.path + "\0" + stateDirectory.path + "\0" + configDirectory.path).utf8 {
+        for byte in (keychains + "\0" + state + "\0" + config).utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
         }
-        return runtimeDirectory.appendingPathComponent("keychaind-\(String(hash, radix: 16)).sock")
+        return URL(fileURLWithPath: Self.joined(runtime, "keychaind-\(String(hash, radix: 16)).sock"), isDirectory: false)
     }
 
     /// The keychain, state and configuration directories, as keychaind names them in its greeting.
     public var servedDirectories: [String] { [keychainDirectory.path, stateDirectory.path, configDirectory.path] }
 
     /// The locations for the current user, from the environment.
+    ///
+    /// The paths are joined as strings and made directory URLs once: `appendingPathComponent` asks the file system
+    /// whether each result is a directory (a `stat`), and its first use in a process costs a command-line tool more
+    /// of its start than the rest of this. The paths are the same either way.
     public static func current(environment: [String: String] = ProcessEnvironment.current()) -> Self {
-        let home = URL(fileURLWithPath: Self.homeDirectory(environment))
-        func base(_ variable: String, _ fallback: String) -> URL {
-            if let value = environment[variable], value.hasPrefix("/") { return URL(fileURLWithPath: value) }
-            return home.appendingPathComponent(fallback)
+        let home = Self.homeDirectory(environment)
+        func base(_ variable: String, _ fallback: String) -> String {
+            if let value = environment[variable], value.hasPrefix("/") { return value }
+            return joined(home, fallback)
         }
-        let runtime = environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
+        func directory(_ path: String) -> URL { URL(fileURLWithPath: path, isDirectory: true) }
+        let runtime = environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? $0 : nil }
         return Self(
-            keychainDirectory: base("XDG_DATA_HOME", ".local/share").appendingPathComponent("keychains"),
-            stateDirectory: base("XDG_STATE_HOME", ".local/state").appendingPathComponent("keychain"),
-            configDirectory: base("XDG_CONFIG_HOME", ".config").appendingPathComponent("keychain"),
-            runtimeDirectory: runtime?.appendingPathComponent("keychain"))
+            keychainDirectory: directory(joined(base("XDG_DATA_HOME", ".local/share"), "keychains")),
+            stateDirectory: directory(joined(base("XDG_STATE_HOME", ".local/state"), "keychain")),
+            configDirectory: directory(joined(base("XDG_CONFIG_HOME", ".config"), "keychain")),
+            runtimeDirectory: runtime.map { directory(joined($0, "keychain")) })
+    }
+
+    /// `directory/name`, as `appendingPathComponent` joins them (one slash between).
+    private static func joined(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 
     /// Resolves a keychain name or path as macOS does (semantics §7, §8.1): a path beginning with `/` is taken as

@@ -28,6 +28,11 @@ struct SyncTransport {
         var configuration = HTTPClient.Configuration()
         if let tls { configuration.tlsConfiguration = tls }
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
+        // A failed connect fails the request at once; the next round (or `sync-now`) tries again. With the pool's
+        // own retries, its backoff grew with every failure while the server was down and outlived it: the first
+        // rounds after the server came back waited for that backoff past their connect timeout and failed with the
+        // outage's "connection refused" (SyncConvergenceTests, seed 10598181696766077933).
+        configuration.connectionPool.retryConnectionEstablishment = false
         configuration.redirectConfiguration = .disallow  // a signed request goes to the server it was signed for
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }

@@ -7,16 +7,16 @@ public struct Getopt: Sendable {
     public enum Failure: Error { case usage }
 
     public init(_ arguments: [String], spec: String) throws(Failure) {
-        var takesValue: [Character: Bool] = [:]
-        var letters = Array(spec)
+        // The letters in a list, not a dictionary: a spec is a few letters, and the first dictionary of Character
+        // in a process costs its start a scan of every protocol conformance linked in (the runtime checks Hashable).
+        var takesValue: [(letter: Character, hasValue: Bool)] = []
+        let letters = Array(spec)
         var i = 0
         while i < letters.count {
-            let c = letters[i]
             let hasValue = i + 1 < letters.count && letters[i + 1] == ":"
-            takesValue[c] = hasValue
+            takesValue.append((letters[i], hasValue))
             i += hasValue ? 2 : 1
         }
-        letters = []
         var index = 0
         while index < arguments.count {
             let arg = arguments[index]
@@ -25,7 +25,7 @@ public struct Getopt: Sendable {
             var chars = Array(arg.dropFirst())
             while !chars.isEmpty {
                 let c = chars.removeFirst()
-                guard let hasValue = takesValue[c] else { throw .usage }
+                guard let hasValue = takesValue.last(where: { $0.letter == c })?.hasValue else { throw .usage }
                 if hasValue {
                     if !chars.isEmpty {
                         options.append((c, String(chars)))

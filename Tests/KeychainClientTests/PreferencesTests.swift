@@ -101,4 +101,21 @@ struct KeychainLocationsTests {
         #expect(before.daemonSocket(home: home.path).path == after.daemonSocket(home: home.path).path)
         #expect(before.daemonSocket(home: home.path).lastPathComponent == "keychaind.sock")
     }
+
+    @Test("the directories are the paths URL's own joining gives, for homes and XDG directories with or without a trailing slash",
+          arguments: ["/", "/home/u", "/home/u/", "/home//u", "/home/u/.", "/home/ü ñ", "relative/home"])
+    func joinedAsURLJoins(home: String) {
+        let base = URL(fileURLWithPath: home)
+        func expected(_ name: String) -> String { base.appendingPathComponent(name).path }
+        let plain = KeychainLocations.current(environment: ["HOME": home, "XDG_RUNTIME_DIR": "/run/user/7/"])
+        #expect(plain.keychainDirectory.path == expected(".local/share/keychains"))
+        #expect(plain.stateDirectory.path == expected(".local/state/keychain"))
+        #expect(plain.configDirectory.path == expected(".config/keychain"))
+        #expect(plain.runtimeDirectory.path == "/run/user/7/keychain")
+        // The user's own directories get the one socket name keychaind listens on; any other set a hashed one.
+        #expect(plain.daemonSocket(home: home).path == "/run/user/7/keychain/keychaind.sock")
+        let moved = KeychainLocations.current(environment: ["HOME": home, "XDG_DATA_HOME": "/data/", "XDG_RUNTIME_DIR": "/r"])
+        #expect(moved.keychainDirectory.path == "/data/keychains")
+        #expect(moved.daemonSocket(home: home).path.hasPrefix("/r/keychain/keychaind-"))
+    }
 }

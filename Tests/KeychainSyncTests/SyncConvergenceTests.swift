@@ -12,6 +12,35 @@ import Glibc
 /// same items, no write made after the last conflict is lost, and nothing readable is in the database.
 @Suite("Sync convergence", .serialized)
 struct SyncConvergenceTests {
+    /// The HTTP client's pool used to retry a failed connect with a backoff that grew at every failure and outlived
+    /// the outage: once the server was back, rounds failed with the outage's "connection refused" for as long as the
+    /// backoff had grown (seconds to a minute), each after waiting out its connect timeout.
+    @Test("a server that was down is reached at the first round after it is back, and a round while it is down fails at once")
+    func serverBackAfterOutage() throws {
+        let database = try PostgresCluster()
+        defer { database.stop() }
+        var server = try SyncServerProcess(database: database)
+        let port = server.port
+        defer { server.stop() }
+        let device = try Device("outage")
+        defer { device.cleanUp() }
+        #expect(try device.security("sync-setup", "--server", server.url).status == 0)
+        #expect(try device.example("set", "outage-key", "acct", stdin: "before").status == 0)
+        #expect(try device.security("sync-now").status == 0)
+
+        server.kill()
+        for attempt in 0..<6 {
+            let began = Date()
+            let round = try device.security("sync-now")
+            #expect(round.status != 0, "attempt \(attempt): a round with the server down succeeded")
+            #expect(round.stderr.contains("cannot be reached"), "attempt \(attempt): \(round.stderr)")
+            #expect(Date().timeIntervalSince(began) < 4, "attempt \(attempt) waited for the connect timeout")
+        }
+        server = try SyncServerProcess(database: database, port: port)
+        let back = try device.security("sync-now")
+        #expect(back.status == 0, "the first round after the server came back: \(back.stderr)")
+    }
+
     @Test("three devices converge through kills of keychaind and of a server instance")
     func converge() throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["SYNC_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max))

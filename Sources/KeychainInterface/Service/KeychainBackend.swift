@@ -80,19 +80,21 @@ public enum KeychainBackend {
     private static func connectOrStartDaemon(locations: KeychainLocations, environment: [String: String])
         throws(KeychainError) -> RemoteKeychainService
     {
-        if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, serving: locations, environment: environment) { return remote }
+        // Worked out once, from the environment given (the property reads the process's again).
+        let socket = locations.daemonSocket(home: KeychainLocations.homeDirectory(environment))
+        if let remote = try RemoteKeychainService.connect(to: socket, serving: locations, environment: environment) { return remote }
         var start = try startDaemon(environment: environment)
         // A daemon that was killed a moment ago may still hold its single-instance lock while it ends ("running"
         // but no answer): start another every second until one answers, for up to 15 s.
         for attempt in 1...750 {
             if case .failed(let reason) = start {
-                throw KeychainError(.notAvailable, "keychaind did not start (\(locations.daemonSocket.path)): \(reason)")
+                throw KeychainError(.notAvailable, "keychaind did not start (\(socket.path)): \(reason)")
             }
-            if let remote = try RemoteKeychainService.connect(to: locations.daemonSocket, serving: locations, environment: environment) { return remote }
+            if let remote = try RemoteKeychainService.connect(to: socket, serving: locations, environment: environment) { return remote }
             usleep(20_000)
             if attempt % 50 == 0 { start = try startDaemon(environment: environment) }
         }
-        throw KeychainError(.notAvailable, "keychaind did not start (\(locations.daemonSocket.path))")
+        throw KeychainError(.notAvailable, "keychaind did not start (\(socket.path))")
     }
 
     enum StartOutcome: Equatable {

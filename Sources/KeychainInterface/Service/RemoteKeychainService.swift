@@ -276,44 +276,41 @@ public final class RemoteKeychainService: KeychainService {
         guard payload.count <= WireLimits.maximumRequest else {
             throw KeychainError(.param, "the request is larger than keychaind takes (\(WireLimits.maximumRequest >> 20) MiB)")
         }
-        let answer: Result<[UInt8], KeychainError> = connection.withLock { link in
+        // Thrown from inside the lock, not handed out as a Result: the Result's type would be made at run time, at
+        // the cost of a scan of every conformance linked in (its Failure must be an Error), in every tool's start.
+        var bytes = try connection.withLock { (link) throws(KeychainError) -> [UInt8] in
             var madeAgain = false
             while true {
                 if link.fd < 0 {
                     guard !link.closed else {
-                        return .failure(KeychainError(.notAvailable, "the keychain daemon connection is closed"))
+                        throw KeychainError(.notAvailable, "the keychain daemon connection is closed")
                     }
-                    do throws(KeychainError) {
-                        guard let fresh = try reconnection.withLock({ $0 })?() else {
-                            return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
-                        }
-                        link = fresh.takeLink()
-                        link.closed = false
-                    } catch {
-                        return .failure(error)
+                    guard let fresh = try reconnection.withLock({ $0 })?() else {
+                        throw KeychainError(.notAvailable, "the keychain daemon went away")
                     }
+                    link = fresh.takeLink()
+                    link.closed = false
                 }
                 switch Self.exchange(payload, reportingProgress: request.reportsProgress, on: &link) {
                 case .answered(let bytes):
-                    return .success(bytes)
+                    return bytes
                 case .unreadable:
                     // The stream is out of step (a length was read, not its body): the next call starts afresh.
                     Glibc.close(link.fd)
                     link.fd = -1
-                    return .failure(KeychainError(.notAvailable, "the keychain daemon's answer was unreadable"))
+                    throw KeychainError(.notAvailable, "the keychain daemon's answer was unreadable")
                 case .lost(let requestSent):
                     // keychaind went away. Once, the call is made on a new connection: always when the request did
                     // not go out, after it went out only if repeating it changes nothing.
                     Glibc.close(link.fd)
                     link.fd = -1
                     guard !madeAgain, !requestSent || request.isSafeToRepeat else {
-                        return .failure(KeychainError(.notAvailable, "the keychain daemon went away"))
+                        throw KeychainError(.notAvailable, "the keychain daemon went away")
                     }
                     madeAgain = true
                 }
             }
         }
-        var bytes = try answer.get()
         defer { bytes.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
         let response: Response
         do { response = try Response.decode(bytes) } catch { throw KeychainError(.internalComponent, error.message) }
