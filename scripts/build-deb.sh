@@ -20,10 +20,13 @@ trap 'rm -rf "$stage"' EXIT
 # The package's own list of files is dpkg's; the installer's list would name a prefix dpkg owns.
 rm -f "$stage/root/usr/share/swift-keychain/installed-files"
 
-# What the binaries link against, as Debian packages (the Swift runtime is inside them).
-depends="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/*.so; do
-        [ -f "$file" ] && objdump -p "$file" | awk '/NEEDED/ { print $2 }'
-    done | sort -u | while read -r library; do
+# What the binaries need, read once: the libraries they link against and the symbol versions they require.
+dumps="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/*.so; do
+        [ -f "$file" ] || continue
+        objdump -p "$file"
+    done)"
+# The libraries, as Debian packages (the Swift runtime is inside the binaries).
+depends="$(printf '%s\n' "$dumps" | awk '/NEEDED/ { print $2 }' | sort -u | while read -r library; do
         path="$(ldconfig -p | awk -v lib="$library" '$1 == lib { print $NF; exit }')"
         # dpkg knows a library by the path its package ships, which may be either side of the /usr merge.
         for candidate in "$path" "$(readlink -f "$path")" "/usr${path#/usr}" "${path#/usr}"; do
@@ -33,11 +36,9 @@ depends="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/
     done | sort -u | paste -sd, | sed 's/,/, /g')"
 # The C library's version, as its symbol versions require it: the newest GLIBC_2.x named, and 2.36 for the packed
 # relocations the release link uses (GLIBC_ABI_DT_RELR), which an older loader refuses to start.
-glibc="$(for file in "$stage"/root/usr/bin/* "$stage"/root/usr/lib/*/security/*.so; do
-        [ -f "$file" ] || continue
-        objdump -p "$file" | awk '/required from (libc|libm|ld-linux[-a-z0-9_]*)\.so/ { take = 1; next }
-            /required from/ { take = 0 } take && $4 ~ /^GLIBC_/ { print $4 }'
-    done | sed -e 's/^GLIBC_ABI_DT_RELR$/GLIBC_2.36/' -e 's/^GLIBC_//' | { grep -E "^[0-9.]+$" || true; } | sort -uV | tail -1)"
+glibc="$(printf '%s\n' "$dumps" | awk '/required from (libc|libm|ld-linux[-a-z0-9_]*)\.so/ { take = 1; next }
+            /required from|file format/ { take = 0 } take && $4 ~ /^GLIBC_/ { print $4 }' \
+    | sed -e 's/^GLIBC_ABI_DT_RELR$/GLIBC_2.36/' -e 's/^GLIBC_//' | { grep -E "^[0-9.]+$" || true; } | sort -uV | tail -1)"
 if [ -n "$glibc" ]; then
     case ", $depends," in
         *", libc6,"*) depends="$(printf '%s\n' "$depends" | sed -E "s/(^|, )libc6(,|$)/\1libc6 (>= $glibc)\2/")" ;;
