@@ -30,6 +30,7 @@ final class ConnectionContexts {
         switch request {
         case .add(let q, let r): .add(substitute(q), r)
         case .search(let q, let r): .search(substitute(q), r)
+        case .firstMatch(let q): .firstMatch(substitute(q))
         case .update(let q, let u, let r): .update(substitute(q), u, r)
         case .delete(let q, let r): .delete(substitute(q), r)
         case .upsert(let q, let u, let r): .upsert(substitute(q), u, r)

@@ -80,6 +80,7 @@ extension KeychainDaemonServer {
             named = r
         case .allItems(let r, _), .backUp(let r, _, _), .restore(_, _, let r), .sync(_, let r): named = r
         case .importSecrets(_, let r): named = r
+        case .firstMatch: named = nil  // a failure's keychain is not told: the default one, the list's first
         case .accessLog: named = KeychainReference(path: service.locations.loginKeychain.path)
         default: return nil
         }

@@ -28,6 +28,7 @@ enum RequestDispatcher {
                 return .count(try service.changePassword(of: r, old: old, new: new))
             case .add(let d, let r): return .found(try service.add(d, to: r))
             case .search(let d, let r): return .items(try service.search(d, in: r))
+            case .firstMatch(let d): return .listMatch(try service.firstMatch(d))
             case .update(let q, let u, let r): return .count(try service.update(q, with: u, in: r))
             case .delete(let d, let r): return .count(try service.delete(d, in: r))
             case .upsert(let q, let u, let r): try service.upsert(q, changes: u, in: r)

@@ -6,7 +6,7 @@ import Foundation
 import KeychainCore
 
 /// The protocol version. A client and a daemon of different versions refuse each other with a clear error.
-public let keychainProtocolVersion = 4
+public let keychainProtocolVersion = 5
 
 /// Hard limits: a request carries at most one secret (4 MiB; an upsert too: its changes carry none) and its query;
 /// answers may list many items.
@@ -54,6 +54,8 @@ public enum Request: Sendable {
     case changePassword(KeychainReference, old: SecretBytes?, new: SecretBytes?)
     case add(ItemQuery, KeychainReference?)
     case search(ItemQuery, KeychainReference?)
+    /// A search of the search list's keychains, in order, up to the first with a match.
+    case firstMatch(ItemQuery)
     case update(ItemQuery, ItemUpdate, KeychainReference?)
     case delete(ItemQuery, KeychainReference?)
     case upsert(ItemQuery, ItemUpdate, KeychainReference?)
@@ -111,6 +113,7 @@ public enum Request: Sendable {
             w.byte(16); w.reference(r); w.optionalSecret(old); w.optionalSecret(new)
         case .add(let q, let r): w.byte(17); w.itemQuery(q); w.optionalReference(r)
         case .search(let q, let r): w.byte(18); w.itemQuery(q); w.optionalReference(r)
+        case .firstMatch(let q): w.byte(40); w.itemQuery(q)
         case .update(let q, let u, let r): w.byte(19); w.itemQuery(q); w.itemUpdate(u); w.optionalReference(r)
         case .delete(let q, let r): w.byte(20); w.itemQuery(q); w.optionalReference(r)
         case .upsert(let q, let u, let r): w.byte(21); w.itemQuery(q); w.itemUpdate(u); w.optionalReference(r)
@@ -202,6 +205,7 @@ public enum Request: Sendable {
         case 16: request = .changePassword(try r.reference(), old: try r.optionalSecret(), new: try r.optionalSecret())
         case 17: request = .add(try r.itemQuery(), try r.optionalReference())
         case 18: request = .search(try r.itemQuery(), try r.optionalReference())
+        case 40: request = .firstMatch(try r.itemQuery())
         case 19: request = .update(try r.itemQuery(), try r.itemUpdate(), try r.optionalReference())
         case 20: request = .delete(try r.itemQuery(), try r.optionalReference())
         case 21: request = .upsert(try r.itemQuery(), try r.itemUpdate(), try r.optionalReference())
@@ -310,7 +314,7 @@ extension Request {
     public var isSafeToRepeat: Bool {
         switch self {
         case .resolve, .defaultKeychain, .loginKeychain, .searchList, .searchListStates, .state, .settings, .search,
-             .allItems, .certificates, .exportItems:
+             .firstMatch, .allItems, .certificates, .exportItems:
             true
         default:
             false
@@ -328,6 +332,7 @@ public enum Response: Sendable {
     case count(Int)
     case found(FoundItem)
     case items([FoundItem])
+    case listMatch(SearchListMatch)
     case failure(KeychainError)
     /// Pushed on a subscribed connection.
     case event(KeychainEvent)
@@ -369,6 +374,13 @@ public enum Response: Sendable {
             w.byte(8)
             w.int(Int64(list.count))
             for f in list { w.found(f) }
+        case .listMatch(.found(let keychain, let list)):
+            w.byte(21)
+            w.bool(true)
+            w.reference(keychain)
+            w.int(Int64(list.count))
+            for f in list { w.found(f) }
+        case .listMatch(.callerWalks): w.byte(21); w.bool(false)
         case .failure(let e): w.byte(9); w.error(e)
         case .progress(let done, let total): w.byte(18); w.int(done); w.int(total)
         case .notice(let text): w.byte(19); w.string(text)
@@ -449,6 +461,16 @@ public enum Response: Sendable {
             var list: [FoundItem] = []
             for _ in 0..<n { list.append(try r.found()) }
             response = .items(list)
+        case 21:
+            guard try r.bool() else {
+                response = .listMatch(.callerWalks)
+                break
+            }
+            let keychain = try r.reference()
+            let n = try r.elementCount()
+            var list: [FoundItem] = []
+            for _ in 0..<n { list.append(try r.found()) }
+            response = .listMatch(.found(keychain, list))
         case 9: response = .failure(try r.error())
         case 18:
             let done = try r.int(), total = try r.int()

@@ -168,6 +168,42 @@ struct SecurityCommandTests {
         #expect(try tool.run("find-generic-password", "-a", "other", "-s", "svc").status == 44)
     }
 
+    @Test("find walks the search list in order: the first keychain with a match answers, a locked one is passed by")
+    func searchListOrder() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("create-keychain", "-p", "", "first").status == 0)
+        #expect(try tool.run("create-keychain", "-p", "pw", "locked").status == 0)
+        for (keychain, secret) in [("first", "in-first"), ("login", "in-login")] {
+            let keychainArguments = keychain == "login" ? [] : [keychain]
+            #expect(try tool.run(program: Tool.binary, ["add-generic-password", "-s", "svc", "-a", "both", "-w", secret]
+                                 + keychainArguments, stdin: nil).status == 0)
+        }
+        #expect(try tool.run("add-generic-password", "-s", "svc", "-a", "login-only", "-w", "only-login").status == 0)
+        #expect(try tool.run("add-generic-password", "-s", "svc", "-a", "locked-only", "-w", "x", "locked").status == 0)
+        #expect(try tool.run("lock-keychain", "locked").status == 0)
+        let first = tool.home.appendingPathComponent("data/keychains/first.keychain-db").path
+        let login = tool.home.appendingPathComponent("data/keychains/login.keychain-db").path
+
+        #expect(try tool.run("list-keychains", "-s", "first", "login").status == 0)
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "both", "-w").stdout == "in-first\n")
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "both").stdout.hasPrefix("keychain: \"\(first)\"\n"))
+        let onlyInLogin = try tool.run("find-generic-password", "-s", "svc", "-a", "login-only")
+        #expect(onlyInLogin.stdout.hasPrefix("keychain: \"\(login)\"\n"))
+        #expect(try tool.run("list-keychains", "-s", "login", "first").status == 0)
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "both", "-w").stdout == "in-login\n")
+
+        // A locked keychain ahead, and nobody to ask for its password: passed by, the next ones searched; what only
+        // it holds is errSecInteractionNotAllowed, not "not found".
+        #expect(try tool.run("list-keychains", "-s", "locked", "first", "login").status == 0)
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "both", "-w").stdout == "in-first\n")
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "login-only", "-w").stdout == "only-login\n")
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "locked-only", "-w").status == 36)
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "nowhere").status == 44)
+        // Named keychains are searched, in the order given, whatever the list says.
+        #expect(try tool.run("find-generic-password", "-s", "svc", "-a", "both", "-w", "login", "first").stdout == "in-login\n")
+    }
+
     @Test("keychains: create with a password, list, default, settings, lock and unlock, change password, delete")
     func keychains() throws {
         let tool = Tool()
@@ -502,15 +538,15 @@ extension ProcessHardeningTests {
 struct PinentryTmuxTests {
     /// Runs `security unlock-keychain work` in tmux with pinentry-curses, answers once the prompt shows (types
     /// `keys`, or with `answer`), and returns the exit status (nil if it never ended) and the prompt's screen.
-    func unlock(_ tool: Tool, password: String? = nil, answer: ((TmuxTerminal) throws -> Void)? = nil) throws
-        -> (Int32?, String)
+    func unlock(_ tool: Tool, password: String? = nil, command arguments: String = "unlock-keychain work",
+                answer: ((TmuxTerminal) throws -> Void)? = nil) throws -> (Int32?, String)
     {
         let env = tool.environment.filter { ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "HOME", "XDG_RUNTIME_DIR",
                                              "KEYCHAIN_BACKEND"].contains($0.key) }
             .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let exitFile = tool.home.appendingPathComponent("exit-\(UUID().uuidString.prefix(8))")
         let command = "env \(env) KEYCHAIN_PROMPTER=pinentry PINENTRY_PROGRAM=/usr/bin/pinentry-curses "
-            + "\(Tool.binary.path) unlock-keychain work; echo $? > \(exitFile.path); sleep 120"
+            + "\(Tool.binary.path) \(arguments); echo $? > \(exitFile.path); sleep 120"
         let terminal = try TmuxTerminal(command: command)
         defer { terminal.close() }
         let screen = terminal.waitForScreen(containing: "Password:")
@@ -541,5 +577,22 @@ struct PinentryTmuxTests {
             try terminal.type(["Enter"])
         }
         #expect(cancelled == 128, "\(cancelScreen)")
+    }
+
+    @Test("find meets a locked keychain on the search list before its match: the password is asked here, then found")
+    func findAsksForALockedKeychainOnTheList() throws {
+        let tool = Tool()
+        defer { try? FileManager.default.removeItem(at: tool.home) }
+        #expect(try tool.run("create-keychain", "-p", "hunter2", "work").status == 0)
+        #expect(try tool.run("add-generic-password", "-s", "svc", "-a", "acct", "-w", "in-work", "work").status == 0)
+        #expect(try tool.run("add-generic-password", "-s", "other", "-a", "acct", "-w", "in-login").status == 0)
+        #expect(try tool.run("list-keychains", "-s", "work", "login").status == 0)
+        #expect(try tool.run("lock-keychain", "work").status == 0)
+        let output = tool.home.appendingPathComponent("found")
+        let (status, screen) = try unlock(tool, password: "hunter2",
+                                          command: "find-generic-password -s svc -a acct -w > \(output.path)")
+        #expect(TmuxTerminal.words(of: screen).contains("Enter the password to unlock the keychain"), "\(screen)")
+        #expect(status == 0, "\(screen)")
+        #expect(try String(contentsOf: output, encoding: .utf8) == "in-work\n")
     }
 }

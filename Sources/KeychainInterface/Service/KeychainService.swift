@@ -58,6 +58,10 @@ public protocol KeychainService: Sendable {
     @discardableResult
     func add(_ item: ItemQuery, to keychain: KeychainReference?) throws(KeychainError) -> FoundItem
     func search(_ query: ItemQuery, in keychain: KeychainReference?) throws(KeychainError) -> [FoundItem]
+    /// Searches the search list's keychains in order and stops at the first with a match, in one call (through
+    /// keychaind, one round trip instead of the list's and then one per keychain). Items that are not found are
+    /// skipped; any other keychain's error is thrown when none matched, the last one met.
+    func firstMatch(_ query: ItemQuery) throws(KeychainError) -> SearchListMatch
     @discardableResult
     func update(_ query: ItemQuery, with changes: ItemUpdate, in keychain: KeychainReference?) throws(KeychainError)
         -> Int
@@ -148,6 +152,28 @@ public protocol KeychainService: Sendable {
     /// Ends this client's use: an embedded service closes its files (the WAL folded in, the files recorded as
     /// checked). A command-line tool calls it before it exits.
     func close()
+}
+
+extension KeychainService {
+    /// The walk in the service's own process: the list with its states, then a search per keychain.
+    public func firstMatch(_ query: ItemQuery) throws(KeychainError) -> SearchListMatch {
+        let listed = try listedKeychains().filter(\.state.exists)
+        guard !listed.isEmpty else { return .callerWalks }
+        var lastError: KeychainError?
+        for keychain in listed {
+            // A password to ask for: the caller's to ask, where its user is (the daemon would ask elsewhere).
+            if keychain.state.hasPassword && keychain.state.isLocked { return .callerWalks }
+            do {
+                let found = try search(query, in: keychain.keychain)
+                if !found.isEmpty { return .found(keychain.keychain, found) }
+            } catch KeychainStatus.itemNotFound {
+                continue
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? KeychainError.itemNotFound()
+    }
 }
 
 /// Apple-style dictionaries, parsed here, in the calling process, into the typed requests above.

@@ -453,6 +453,12 @@ public final class RemoteKeychainService: KeychainService {
         return list
     }
 
+    /// The walk runs in keychaind: one round trip.
+    public func firstMatch(_ query: ItemQuery) throws(KeychainError) -> SearchListMatch {
+        guard case .listMatch(let match) = try call(.firstMatch(query)) else { throw unexpected() }
+        return match
+    }
+
     @discardableResult
     public func update(_ query: ItemQuery, with changes: ItemUpdate, in keychain: KeychainReference?)
         throws(KeychainError) -> Int

@@ -166,6 +166,13 @@ struct ItemCommands {
         query.sync = .any
         do throws(KeychainError) {
             try query.set(coercing: criteria)  // bad input is an error before any keychain is opened
+            // The search list walked where the keychains are (one round trip to keychaind), unless it meets a
+            // password to ask for here: then walked from here.
+            if opts.operands.isEmpty, case .found(let keychain, let items) = try session.service.firstMatch(query),
+               let found = items.first
+            {
+                return (keychain, found)
+            }
             var lastError: KeychainError?  // made only when it is thrown: a found item needs no error's words
             for keychain in try session.searchList(opts.operands) {
                 do {
