@@ -173,7 +173,9 @@ struct SecurityCommandTests {
         let tool = Tool()
         defer { try? FileManager.default.removeItem(at: tool.home) }
         #expect(try tool.run("create-keychain", "-p", "", "first").status == 0)
-        #expect(try tool.run("create-keychain", "-p", "pw", "locked").status == 0)
+        // Made without a password, filled, then given one: in-process (the default here) every command starts with
+        // a keychain that has a password locked, and there is nobody to ask for it.
+        #expect(try tool.run("create-keychain", "-p", "", "locked").status == 0)
         for (keychain, secret) in [("first", "in-first"), ("login", "in-login")] {
             let keychainArguments = keychain == "login" ? [] : [keychain]
             #expect(try tool.run(program: Tool.binary, ["add-generic-password", "-s", "svc", "-a", "both", "-w", secret]
@@ -181,6 +183,7 @@ struct SecurityCommandTests {
         }
         #expect(try tool.run("add-generic-password", "-s", "svc", "-a", "login-only", "-w", "only-login").status == 0)
         #expect(try tool.run("add-generic-password", "-s", "svc", "-a", "locked-only", "-w", "x", "locked").status == 0)
+        #expect(try tool.run("set-keychain-password", "-o", "", "-p", "pw", "locked").status == 0)
         #expect(try tool.run("lock-keychain", "locked").status == 0)
         let first = tool.home.appendingPathComponent("data/keychains/first.keychain-db").path
         let login = tool.home.appendingPathComponent("data/keychains/login.keychain-db").path
