@@ -586,8 +586,10 @@ struct PinentryTmuxTests {
     func findAsksForALockedKeychainOnTheList() throws {
         let tool = Tool()
         defer { try? FileManager.default.removeItem(at: tool.home) }
-        #expect(try tool.run("create-keychain", "-p", "hunter2", "work").status == 0)
+        // Filled before it has a password: in-process (the default here), a new command finds it locked.
+        #expect(try tool.run("create-keychain", "-p", "", "work").status == 0)
         #expect(try tool.run("add-generic-password", "-s", "svc", "-a", "acct", "-w", "in-work", "work").status == 0)
+        #expect(try tool.run("set-keychain-password", "-o", "", "-p", "hunter2", "work").status == 0)
         #expect(try tool.run("add-generic-password", "-s", "other", "-a", "acct", "-w", "in-login").status == 0)
         #expect(try tool.run("list-keychains", "-s", "work", "login").status == 0)
         #expect(try tool.run("lock-keychain", "work").status == 0)
