@@ -43,8 +43,8 @@ struct SyncStorageTests {
         for row in rows {
             let id = UUID(uuid: Array(row).withUnsafeBytes { $0.load(as: uuid_t.self) })
             let (item, secret) = try source.file.read { db in
-                let r = try Row.fetchCursor(db, sql: "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?",
-                                            arguments: [row]).nextItemRow()!
+                let r = try RawRows.firstItemRow(
+                    db.makeStatement(sql: "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?"), [row.databaseValue], db: db)!
                 let (item, _) = try source.file.openMeta(r)
                 return (item, try source.file.openSecret(r, item: item, query: nil, grants: AccessGrants()))
             }

@@ -107,7 +107,8 @@ struct TamperTests {
         "UPDATE keybag SET class = 5 WHERE rowid = 1", "UPDATE items SET gen = NULL WHERE rowid = 1",
         "UPDATE items SET uuid = 'text' WHERE rowid = 1", "UPDATE items SET meta = 12",
         "UPDATE items SET wrapped_key = NULL WHERE rowid = 1", "UPDATE items SET class = NULL WHERE rowid = 1",
-        "UPDATE items SET primary_index = 1.5 WHERE rowid = 1",
+        "UPDATE items SET primary_index = 1.5 WHERE rowid = 1", "UPDATE items SET secret = NULL WHERE rowid = 1",
+        "UPDATE items SET secret = 'text'", "UPDATE items SET secret_binding = 5",
     ])
     func mistypedColumns(sql: String) throws {
         let t = try twoItems()

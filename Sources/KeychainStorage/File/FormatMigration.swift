@@ -35,10 +35,13 @@ extension KeychainFile {
                     try db.execute(sql: "UPDATE items SET secret_binding = ? WHERE rowid = ?",
                                    arguments: [Data(SHA256.hash(data: meta)), row[0] as Int64])
                 }
-                let rows = try Row.fetchAll(db, sql: "SELECT \(RowIdentity.columns) FROM items")
+                var identities: [RowIdentity] = []
+                try RawRows.forEachRow(db.makeStatement(sql: "SELECT \(RowIdentity.columns) FROM items"), [], db: db) {
+                    identities.append(try RowIdentity($0))
+                    return true
+                }
                 var digest = [UInt8](repeating: 0, count: 32)
-                for row in rows {
-                    var identity = try RowIdentity(row)
+                for var identity in identities {
                     identity.groupIndex = keys.classIndex(identity.groupIndex, kind: identity.kind, column: "group")
                     identity.accountIndex = keys.classIndex(identity.accountIndex, kind: identity.kind, column: "account")
                     identity.serviceIndex = keys.classIndex(identity.serviceIndex, kind: identity.kind, column: "service")

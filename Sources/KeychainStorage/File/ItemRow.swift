@@ -27,16 +27,12 @@ struct ItemRow {
     var generation: Int64 { identity.generation }
     var primaryIndex: Data { identity.primaryIndex }
 
-    init(_ row: Row) throws(KeychainError) {
-        identity = try RowIdentity(row)
-        meta = try row.required(at: 10)
-        wrappedKey = try row.required(at: 11)
-        secret = try row.required(at: 12)
-        secretBinding = try row.optional(at: 13)
+    /// The current row of an `ItemRow.columns` select (``RawRows``).
+    init(_ columns: RawColumns) throws(KeychainError) {
+        identity = try RowIdentity(columns)
+        meta = try columns.blob(10)
+        wrappedKey = try columns.blob(11)
+        secret = try columns.blob(12)
+        secretBinding = try columns.optionalBlob(13)
     }
-}
-
-extension RowCursor {
-    /// The next row of an `ItemRow.columns` select, decoded; nil at the end.
-    func nextItemRow() throws -> ItemRow? { try next().map { row throws(KeychainError) in try ItemRow(row) } }
 }

@@ -22,25 +22,26 @@ extension KeychainFile {
         try read { db in
             let total = try Int64.fetchOne(db, sql: "SELECT count(*) FROM items") ?? 0
             var done: Int64 = 0
-            let cursor = try Row.fetchCursor(db, sql: "SELECT \(ItemRow.columns) FROM items ORDER BY rowid")
-            while let row = try cursor.nextItemRow() {
+            let all = try db.makeStatement(sql: "SELECT \(ItemRow.columns) FROM items ORDER BY rowid")
+            try RawRows.forEachItemRow(all, [], db: db) { row in
                 done += 1
                 progress?.update(done, of: total)
                 let (item, cls) = try openMeta(row)
                 // keychaind's sync state belongs to this device's membership of a sync account: a new device joins.
-                if Caller.isKeychaindOwn(item.accessGroup) { continue }
+                if Caller.isKeychaindOwn(item.accessGroup) { return true }
                 if cls == .whenPasscodeSetThisDeviceOnly {
                     report.leftOutPasscode += 1
-                    continue
+                    return true
                 }
                 if item.accessControl?.needsApplicationPassword == true {
                     report.leftOutApplicationPassword += 1
-                    continue
+                    return true
                 }
                 let secret = try openSecret(row, item: item, query: nil, grants: AccessGrants())
                 try writer.add(item, secret: secret)
                 report.items += 1
                 if cls.isThisDeviceOnly { report.thisDeviceOnly += 1 }
+                return true
             }
         }
         try writer.finish(report)
@@ -90,8 +91,9 @@ extension KeychainFile {
                         continue
                     }
                     let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
-                    let existing = try Row.fetchCursor(db.cachedStatement(sql: lookup),
-                                                       arguments: [item.itemClass.rawValue, primaryIndex]).nextItemRow()
+                    let existing = try RawRows.firstItemRow(
+                        db.cachedStatement(sql: lookup), [item.itemClass.rawValue.databaseValue, primaryIndex.databaseValue],
+                        db: db)
                     if let existing {
                         let (current, _) = try openMeta(existing)
                         let here = current.attributes["mdat"]?.dateValue ?? .distantPast

@@ -59,7 +59,7 @@ extension KeychainFile {
         }
         let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
         let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
-        let arguments: StatementArguments = [item.itemClass.rawValue, primaryIndex]
+        let arguments = [item.itemClass.rawValue.databaseValue, primaryIndex.databaseValue]
 
         /// Whether bringing the duplicate up to date may need more than the call brings: then it is prepared
         /// outside any transaction.
@@ -89,14 +89,14 @@ extension KeychainFile {
         for _ in 0..<Self.optimisticAttempts {
             // A duplicate that may need more than the call brings is read and prepared with nothing held; one that
             // cannot (the common case) is updated inside the transaction itself, so racing writers always make progress.
-            let existing = try read { db in try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow() }
+            let existing = try read { db in try RawRows.firstItemRow(db.cachedStatement(sql: lookup), arguments, db: db) }
             var prepared: SealedItem?
             if let row = existing {
                 let (old, _) = try openMeta(row)
                 if mayNeedMore(old) { prepared = try nextVersion(of: row, old) }
             }
             let added = try write { db, manifestChanges -> Bool? in
-                guard let current = try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: arguments).nextItemRow()
+                guard let current = try RawRows.firstItemRow(db.cachedStatement(sql: lookup), arguments, db: db)
                 else {
                     try insert(newItem, db: db, changes: &manifestChanges)
                     return true
@@ -177,15 +177,15 @@ extension KeychainFile {
         let matches = try read { db -> [(ItemRow, Item)] in
             var out: [(ItemRow, Item)] = []
             var certain = 0  // matches that need no authentication, so cannot drop out below
-            let cursor = try candidates(for: query, db: db)
-            while let row = try cursor.nextItemRow() {
+            try forEachCandidate(for: query, db: db) { row in
                 let (item, _) = try openMeta(row)
-                guard ItemRules.matches(item, query, caller: caller) else { continue }
+                guard ItemRules.matches(item, query, caller: caller) else { return true }
                 out.append((row, item))
                 if !mayNeedAuthentication(item) && !AccessEvaluator.needsConsent(operation, on: item, by: caller, grants: grants) {
                     certain += 1
                 }
-                if let limit = query.limit.count, certain >= limit { break }
+                if let limit = query.limit.count, certain >= limit { return false }
+                return true
             }
             return out
         }
@@ -371,12 +371,12 @@ extension KeychainFile {
         applyAutoLock()
         return try read { db in
             var out: [FoundItem] = []
-            let cursor = try Row.fetchCursor(db, sql: "SELECT \(ItemRow.columns) FROM items ORDER BY rowid")
-            while let row = try cursor.nextItemRow() {
-                guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { continue }
+            let all = try db.makeStatement(sql: "SELECT \(ItemRow.columns) FROM items ORDER BY rowid")
+            try RawRows.forEachItemRow(all, [], db: db) { row in
+                guard let cls = Accessibility(rawValue: row.accessibility), classKey(cls) != nil else { return true }
                 let (item, _) = try openMeta(row)
                 // Every item the caller may see: for keychaind's own tools, every item of the file.
-                guard AccessEvaluator.isVisible(item, to: caller, for: .search) else { continue }
+                guard AccessEvaluator.isVisible(item, to: caller, for: .search) else { return true }
                 var secret: SecretBytes?
                 let readable = AccessEvaluator.decide(
                     .readSecret, on: item, by: caller, keychain: capabilities, grants: AccessGrants(),
@@ -386,6 +386,7 @@ extension KeychainFile {
                 }
                 AccessTrail.note(secret == nil ? .readAttributes : .readSecret, item, keychain: filePath, decision: .allow)
                 out.append(FoundItem(item: item, secret: secret))
+                return true
             }
             return out
         }
@@ -425,22 +426,22 @@ extension KeychainFile {
         Manifest.contribution(row.identity, key: deviceKeys.manifestKey)
     }
 
-    /// The rows that may match: narrowed in SQL by class, sync flag, blind indexes and persistent reference.
-    private func candidates(for query: ItemQuery, db: Database) throws -> RowCursor {
+    /// Each row that may match, until `body` returns false: narrowed in SQL by class, sync flag, blind indexes and
+    /// persistent reference.
+    private func forEachCandidate(for query: ItemQuery, db: Database, _ body: (ItemRow) throws -> Bool) throws {
         let (sql, arguments) = candidateSQL(for: query)
-        return try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+        try RawRows.forEachItemRow(db.cachedStatement(sql: sql), arguments, db: db, body)
     }
 
     /// The candidates read in full first, for calls that change rows while going through them.
     private func candidateRows(for query: ItemQuery, db: Database) throws -> [ItemRow] {
         let (sql, arguments) = candidateSQL(for: query)
-        let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
-        var rows: [ItemRow] = []
-        while let row = try cursor.nextItemRow() { rows.append(row) }
-        return rows
+        return try RawRows.allItemRows(db.cachedStatement(sql: sql), arguments, db: db)
     }
 
-    private func candidateSQL(for query: ItemQuery) -> (String, StatementArguments) {
+    /// The candidates' select and its arguments. (The arguments stay plain values: GRDB's `StatementArguments`
+    /// made from them instantiated a key path at every call, a sixth of an in-process find.)
+    private func candidateSQL(for query: ItemQuery) -> (String, [DatabaseValue]) {
         // The select's text depends only on which clauses the query has (a bit each), so it is made once per shape;
         // building and joining it per call was a tenth of a find's database work.
         var shape = 0
@@ -480,7 +481,7 @@ extension KeychainFile {
                 arguments.append(r.databaseValue)
             }
         }
-        return (Self.candidateSelects[shape], StatementArguments(arguments))
+        return (Self.candidateSelects[shape], arguments)
     }
 
     /// The candidates' select for each shape of ``candidateSQL(for:)``, its clauses in the arguments' order.

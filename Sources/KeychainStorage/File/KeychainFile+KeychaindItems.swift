@@ -51,9 +51,9 @@ extension KeychainFile {
     func keychaindRow(_ which: KeychaindItem, db: Database) throws -> ItemRow? {
         let item = which.item(now: Date(), uuid: UUID())
         let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
-        return try Row.fetchCursor(db.cachedStatement(sql: lookup),
-                                   arguments: [ItemClass.genericPassword.rawValue,
-                                               deviceKeys.primaryIndex(item.primaryKeyBytes)]).nextItemRow()
+        return try RawRows.firstItemRow(db.cachedStatement(sql: lookup),
+                                        [ItemClass.genericPassword.rawValue.databaseValue,
+                                         deviceKeys.primaryIndex(item.primaryKeyBytes).databaseValue], db: db)
     }
 
     func keychaindSecret(_ which: KeychaindItem, db: Database) throws -> SecretBytes? {

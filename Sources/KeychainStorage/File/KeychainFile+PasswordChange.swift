@@ -70,9 +70,8 @@ extension KeychainFile {
                     arguments: [cls.rawValue, KeyHierarchy.isDeviceClass(cls) ? "dev" : "pw", blob])
             }
             var deleted = 0
-            let rows = try Row.fetchAll(db, sql: "SELECT \(ItemRow.columns) FROM items")
-            for raw in rows {
-                let row = try ItemRow(raw)
+            let rows = try RawRows.allItemRows(db.makeStatement(sql: "SELECT \(ItemRow.columns) FROM items"), [], db: db)
+            for row in rows {
                 guard let cls = Accessibility(rawValue: row.accessibility) else { throw KeychainError.decode("row") }
                 if cls == .whenPasscodeSetThisDeviceOnly && removedPasscodeClass {
                     changes.removed.append(Manifest.contribution(row.identity, key: deviceKeys.manifestKey))

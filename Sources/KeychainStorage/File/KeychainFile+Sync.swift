@@ -83,8 +83,8 @@ extension KeychainFile {
             var out: [SynchronizableItem] = []
             let lookup = "SELECT \(ItemRow.columns) FROM items WHERE uuid = ? AND sync = 1"
             for id in ids {
-                guard let row = try Row.fetchCursor(db.cachedStatement(sql: lookup),
-                                                    arguments: [uuidData(id)]).nextItemRow()
+                guard let row = try RawRows.firstItemRow(db.cachedStatement(sql: lookup), [uuidData(id).databaseValue],
+                                                         db: db)
                 else { continue }
                 let (item, cls) = try openMeta(row)
                 guard !cls.isThisDeviceOnly else { continue }  // never leaves this device
@@ -117,8 +117,8 @@ extension KeychainFile {
             for change in incoming {
                 switch change {
                 case .deleted(let id):
-                    guard let row = try Row.fetchCursor(db.cachedStatement(sql: byID),
-                                                        arguments: [uuidData(id)]).nextItemRow(),
+                    guard let row = try RawRows.firstItemRow(db.cachedStatement(sql: byID), [uuidData(id).databaseValue],
+                                                             db: db),
                           row.sync == 1, !Self.isDeviceBound(row)
                     else { continue }
                     try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
@@ -140,16 +140,17 @@ extension KeychainFile {
                     var item = decodedItem
                     item.uuid = id
                     item.accessModel = .groups
-                    let existing = try Row.fetchCursor(db.cachedStatement(sql: byID),
-                                                       arguments: [uuidData(id)]).nextItemRow()
+                    let existing = try RawRows.firstItemRow(db.cachedStatement(sql: byID), [uuidData(id).databaseValue],
+                                                            db: db)
                     if let existing, existing.sync != 1 || Self.isDeviceBound(existing) {
                         result.unusable.append(id)  // the id names an item here that does not sync
                         continue
                     }
                     // Another item with the same primary key: the lower id stays.
                     let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
-                    if let twin = try Row.fetchCursor(db.cachedStatement(sql: byPrimary),
-                                                      arguments: [item.itemClass.rawValue, primaryIndex]).nextItemRow(),
+                    if let twin = try RawRows.firstItemRow(
+                        db.cachedStatement(sql: byPrimary),
+                        [item.itemClass.rawValue.databaseValue, primaryIndex.databaseValue], db: db),
                        twin.rowID != existing?.rowID
                     {
                         if twin.sync != 1 || Self.isDeviceBound(twin) {

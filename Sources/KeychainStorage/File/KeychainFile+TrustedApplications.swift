@@ -43,7 +43,7 @@ extension KeychainFile {
         let lookup = "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?"
         for _ in 0..<Self.optimisticAttempts {
             let found = try read { db in
-                try Row.fetchCursor(db.cachedStatement(sql: lookup), arguments: [uuidData(id)]).nextItemRow()
+                try RawRows.firstItemRow(db.cachedStatement(sql: lookup), [uuidData(id).databaseValue], db: db)
             }
             guard let row = found else { throw .itemNotFound() }
             let (item, _) = try openMeta(row)

@@ -116,11 +116,12 @@ extension RowIdentity {
     /// The select list `init(_:)` reads, in order (``ItemRow`` selects these first).
     static let columns = "rowid, uuid, kind, class, sync, gen, primary_index, group_index, account_index, service_index"
 
-    init(_ row: Row) throws(KeychainError) {
+    /// The current row of a select that starts with these columns (``RawRows``).
+    init(_ columns: RawColumns) throws(KeychainError) {
         self.init(
-            rowID: try row.required(at: 0), uuid: try row.required(at: 1), kind: try row.required(at: 2),
-            accessibility: try row.required(at: 3), sync: try row.required(at: 4), generation: try row.required(at: 5),
-            primaryIndex: try row.required(at: 6), groupIndex: try row.required(at: 7),
-            accountIndex: try row.required(at: 8), serviceIndex: try row.required(at: 9))
+            rowID: try columns.integer(0), uuid: try columns.blob(1), kind: try columns.text(2),
+            accessibility: try columns.text(3), sync: try columns.integer(4), generation: try columns.integer(5),
+            primaryIndex: try columns.blob(6), groupIndex: try columns.blob(7), accountIndex: try columns.blob(8),
+            serviceIndex: try columns.blob(9))
     }
 }
