@@ -146,10 +146,17 @@ enum ItemCodec {
             return Array(bytes[offset..<offset + Int(n)])
         }
         /// Validated straight from the buffer (a copy into an array first was half of a find's metadata decoding).
+        /// Decoded, then compared with its bytes: decoding repairs invalid UTF-8, so the two differ exactly when the
+        /// bytes are not UTF-8. (`String(validating:as:)` over a slice ran generic code with its type checks at
+        /// every attribute, a fortieth of a find.)
         mutating func string() -> String? {
             guard let n = int(), n >= 0, n <= Int64(bytes.count - offset) else { return nil }
             defer { offset += Int(n) }
-            return String(validating: bytes[offset..<offset + Int(n)], as: UTF8.self)
+            return bytes.withUnsafeBufferPointer { all in
+                let utf8 = UnsafeBufferPointer(rebasing: all[offset..<offset + Int(n)])
+                let string = String(decoding: utf8, as: UTF8.self)
+                return string.utf8.elementsEqual(utf8) ? string : nil
+            }
         }
     }
 }

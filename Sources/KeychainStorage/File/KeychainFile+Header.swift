@@ -23,7 +23,8 @@ extension KeychainFile {
     /// are dropped, so this process sees the keychain locked (unlock with the new password) instead of failing
     /// with errSecDecode. One cached statement per transaction.
     func noticeKeybagChange(_ db: Database) throws {
-        let stored = try Int64.fetchOne(db.cachedStatement(sql: "SELECT keybag_gen FROM kc_meta"))
+        // Read at every transaction: straight from SQLite (``RawRows``), not through GRDB's generic fetch.
+        let stored = try RawRows.integer(db.cachedStatement(sql: "SELECT keybag_gen FROM kc_meta"), db: db)
         guard let stored, stored != header.withLock({ $0.keybagGeneration }) else { return }
         try adoptHeader(db)
     }

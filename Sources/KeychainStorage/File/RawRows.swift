@@ -39,6 +39,21 @@ enum RawRows {
         return rows
     }
 
+    /// The first column of `statement`'s first row, as an integer; nil when there is no row.
+    static func integer(_ statement: Statement, db: Database) throws -> Int64? {
+        var value: Int64?
+        try forEachRow(statement, [], db: db) { columns in
+            value = try columns.integer(0)
+            return false
+        }
+        return value
+    }
+
+    /// Runs `statement` (one without rows: BEGIN, COMMIT) to its end.
+    static func run(_ statement: Statement, db: Database) throws {
+        try forEachRow(statement, [], db: db) { _ in true }
+    }
+
     /// Steps `statement` with `arguments` bound, handing each row's columns to `body` until it returns false.
     static func forEachRow(_ statement: Statement, _ arguments: [DatabaseValue], db: Database,
                            _ body: (RawColumns) throws -> Bool) throws {
