@@ -145,10 +145,9 @@ enum ItemCodec {
             defer { offset += Int(n) }
             return Array(bytes[offset..<offset + Int(n)])
         }
-        /// Validated straight from the buffer (a copy into an array first was half of a find's metadata decoding).
-        /// Decoded, then compared with its bytes: decoding repairs invalid UTF-8, so the two differ exactly when the
-        /// bytes are not UTF-8. (`String(validating:as:)` over a slice ran generic code with its type checks at
-        /// every attribute, a fortieth of a find.)
+        /// Validated in place: decoded, then compared with its bytes. Decoding repairs invalid UTF-8, so the two
+        /// differ exactly when the bytes are not UTF-8. (A copy into an array first was half of a find's metadata
+        /// decoding; `String(validating:as:)` over a slice ran generic code with type checks at every attribute.)
         mutating func string() -> String? {
             guard let n = int(), n >= 0, n <= Int64(bytes.count - offset) else { return nil }
             defer { offset += Int(n) }

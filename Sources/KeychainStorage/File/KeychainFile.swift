@@ -287,7 +287,8 @@ public final class KeychainFile: Sendable {
     /// One read transaction: a single snapshot for the whole body. (GRDB's `read` on a queue prepares four
     /// statements on every call, to toggle `query_only` and open and close the transaction; cached ones cost a
     /// third of a find. Those cached ones are stepped straight (``RawRows``): a read transaction needs none of what
-    /// GRDB's execution adds, its observers and transaction date, which was a twentieth of a find.)
+    /// GRDB's execution adds, its observers and transaction date, which was a twentieth of a find. GRDB's own
+    /// `transactionDate` is therefore not kept for these; nothing here uses it.)
     func read<T>(_ body: (Database) throws -> T) throws(KeychainError) -> T {
         try whileOpen {
             try database.inDatabase { db in

@@ -8,9 +8,9 @@ import KeychainCore
 ///
 /// GRDB's row cursor, on every use, maps the statement's column names into a dictionary and decodes each column
 /// through generic code that runs unspecialized from this module; with its arguments' conversion that was a third
-/// of the database work of an in-process find (docs/PERFORMANCE.md). Values are checked as strictly as
-/// ``Row/required(at:as:)`` checks them: a missing, NULL or mistyped value (a damaged or edited file) is
-/// errSecDecode, never a trap.
+/// of the database work of an in-process find (docs/PERFORMANCE.md). Values are checked more strictly than GRDB's
+/// checked decoding (which converted text to bytes and bytes to text): a column must have exactly the storage class
+/// the writer stores, and a missing, NULL or mistyped value (a damaged or edited file) is errSecDecode, never a trap.
 enum RawRows {
     /// Steps `statement` (a select of ``ItemRow/columns``) with `arguments` bound, handing each row to `body` until
     /// it returns false. The statement is reset when this returns, so a cached one holds no read of the file.
