@@ -3,11 +3,11 @@ import KeychainCore
 import KeychainStorage
 import Testing
 
-/// A search reads its first few candidates, opens them after its transaction, and past those opens as it reads
-/// (KeychainFile.search): whichever way a candidate is opened, the matches come in insertion order, up to the limit.
+/// A search opens its candidates as it reads them and stops at its limit (KeychainFile.search): across many
+/// candidates, matching or not, the matches come in insertion order, up to the limit.
 @Suite("Search order and limits across many candidates")
 struct SearchOrderTests {
-    /// 21 items of one service (more candidates than are opened after the read), every third labelled "pick".
+    /// 21 items of one service, every third labelled "pick".
     func filled() throws -> TestFile {
         let t = try TestFile()
         for i in 0..<21 {

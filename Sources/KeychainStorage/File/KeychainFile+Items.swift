@@ -174,42 +174,21 @@ extension KeychainFile {
         // Two phases: the matches are read in one snapshot, then authorised and decrypted with no transaction held
         // (opening an application password is slow).
         let operation: ItemOperation = purpose == .keyUse ? .useKey : wantsSecret ? .readSecret : .readAttributes
-        let candidates = candidateSelect(for: query)
-        var matches: [(ItemRow, Item)] = []
-        var certain = 0  // matches that need no authentication, so cannot drop out below
-        var enough = false
-        func consider(_ row: ItemRow) throws(KeychainError) {
-            let (item, _) = try openMeta(row)
-            guard ItemRules.matches(item, query, caller: caller) else { return }
-            matches.append((row, item))
-            if !mayNeedAuthentication(item) && !AccessEvaluator.needsConsent(operation, on: item, by: caller, grants: grants) {
-                certain += 1
-            }
-            if let limit = query.limit.count, certain >= limit { enough = true }
-        }
-        // The first few candidates are only read in the transaction and opened after it: decrypting them need not
-        // hold the keychain's one connection, which every other caller of keychaind waits for. Past those, a broad
-        // query opens as it reads, so that it stops at its limit without reading every row.
-        let unopened = try read { db -> [ItemRow] in
-            var held: [ItemRow] = []
-            var opening = false
-            try forEachCandidate(candidates, db: db) { row in
-                if !opening {
-                    guard held.count == Self.candidatesOpenedAfterRead else {
-                        held.append(row)
-                        return true
-                    }
-                    opening = true
-                    for row in held where !enough { try consider(row) }
-                    held = []
-                    if enough { return false }
+        let matches = try read { db -> [(ItemRow, Item)] in
+            var out: [(ItemRow, Item)] = []
+            var certain = 0  // matches that need no authentication, so cannot drop out below
+            try forEachCandidate(for: query, db: db) { row in
+                let (item, _) = try openMeta(row)
+                guard ItemRules.matches(item, query, caller: caller) else { return true }
+                out.append((row, item))
+                if !mayNeedAuthentication(item) && !AccessEvaluator.needsConsent(operation, on: item, by: caller, grants: grants) {
+                    certain += 1
                 }
-                try consider(row)
-                return !enough
+                if let limit = query.limit.count, certain >= limit { return false }
+                return true
             }
-            return held
+            return out
         }
-        for row in unopened where !enough { try consider(row) }
         var found: [FoundItem] = []
         for (row, item) in matches {
             guard try permit(operation, item, caller: caller, grants: grants, query: query) else { continue }
@@ -250,11 +229,10 @@ extension KeychainFile {
         // matches; authorise them and seal their new versions; then, in one write transaction,
         // replace exactly the rows that were read, unchanged since. If another writer changed one meanwhile, start
         // again (a few times) rather than overwrite what it wrote.
-        let candidates = candidateSelect(for: query)
         for _ in 0..<Self.optimisticAttempts {
             let matches = try read { db -> [(ItemRow, Item)] in
                 var out: [(ItemRow, Item)] = []
-                for row in try candidateRows(candidates, db: db) {
+                for row in try candidateRows(for: query, db: db) {
                     let (item, _) = try openMeta(row)
                     if ItemRules.matches(item, query, caller: caller) { out.append((row, item)) }
                 }
@@ -350,9 +328,8 @@ extension KeychainFile {
     private func deletableMatches(_ query: ItemQuery, caller: Caller, grants: AccessGrants) throws(KeychainError)
         -> [ItemRow]
     {
-        let candidates = candidateSelect(for: query)
         let matches = try read { db -> [(ItemRow, Item)] in
-            try candidateRows(candidates, db: db).compactMap { row in
+            try candidateRows(for: query, db: db).compactMap { row in
                 let (item, _) = try openMeta(row)
                 return ItemRules.matches(item, query, caller: caller) ? (row, item) : nil
             }
@@ -449,31 +426,22 @@ extension KeychainFile {
         Manifest.contribution(row.identity, key: deviceKeys.manifestKey)
     }
 
-    /// The select of the rows that may match a query: narrowed in SQL by class, sync flag, blind indexes and
+    /// Each row that may match, until `body` returns false: narrowed in SQL by class, sync flag, blind indexes and
     /// persistent reference.
-    private struct CandidateSelect {
-        let sql: String
-        /// Plain values: GRDB's `StatementArguments` made from them instantiated a key path at every call, a sixth
-        /// of an in-process find.
-        let arguments: [DatabaseValue]
-    }
-
-    /// How many candidates a search reads before it opens any (``search(_:caller:purpose:grants:)``).
-    static let candidatesOpenedAfterRead = 8
-
-    /// Each row that may match, until `body` returns false.
-    private func forEachCandidate(_ select: CandidateSelect, db: Database, _ body: (ItemRow) throws -> Bool) throws {
-        try RawRows.forEachItemRow(db.cachedStatement(sql: select.sql), select.arguments, db: db, body)
+    private func forEachCandidate(for query: ItemQuery, db: Database, _ body: (ItemRow) throws -> Bool) throws {
+        let (sql, arguments) = candidateSQL(for: query)
+        try RawRows.forEachItemRow(db.cachedStatement(sql: sql), arguments, db: db, body)
     }
 
     /// The candidates read in full first, for calls that change rows while going through them.
-    private func candidateRows(_ select: CandidateSelect, db: Database) throws -> [ItemRow] {
-        try RawRows.allItemRows(db.cachedStatement(sql: select.sql), select.arguments, db: db)
+    private func candidateRows(for query: ItemQuery, db: Database) throws -> [ItemRow] {
+        let (sql, arguments) = candidateSQL(for: query)
+        return try RawRows.allItemRows(db.cachedStatement(sql: sql), arguments, db: db)
     }
 
-    /// Made before the transaction: the blind indexes are keyed hashes, work that need not hold the keychain's one
-    /// connection, which every other caller of keychaind waits for.
-    private func candidateSelect(for query: ItemQuery) -> CandidateSelect {
+    /// The candidates' select and its arguments. (The arguments stay plain values: GRDB's `StatementArguments`
+    /// made from them instantiated a key path at every call, a sixth of an in-process find.)
+    private func candidateSQL(for query: ItemQuery) -> (String, [DatabaseValue]) {
         // The select's text depends only on which clauses the query has (a bit each), so it is made once per shape;
         // building and joining it per call was a tenth of a find's database work.
         var shape = 0
@@ -513,10 +481,10 @@ extension KeychainFile {
                 arguments.append(r.databaseValue)
             }
         }
-        return CandidateSelect(sql: Self.candidateSelects[shape], arguments: arguments)
+        return (Self.candidateSelects[shape], arguments)
     }
 
-    /// The candidates' select for each shape of ``candidateSelect(for:)``, its clauses in the arguments' order.
+    /// The candidates' select for each shape of ``candidateSQL(for:)``, its clauses in the arguments' order.
     private static let candidateSelects: [String] = (0..<256).map { shape in
         var clauses = ["kind = ?"]
         if shape & 1 != 0 { clauses.append("sync = 0") }
