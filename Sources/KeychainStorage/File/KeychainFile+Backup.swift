@@ -67,7 +67,6 @@ extension KeychainFile {
             var report = BackupReport()
             var seen = 0
             var thisDevice = 0  // every this-device record, opened here or not: none may pass for another kind
-            let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
             while let record = try reader.next() {
                 if let progress { progress.update(reader.bytesRead, of: reader.size) }
                 switch record {
@@ -91,9 +90,7 @@ extension KeychainFile {
                         continue
                     }
                     let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
-                    let existing = try RawRows.firstItemRow(
-                        db.cachedStatement(sql: lookup), [item.itemClass.rawValue.databaseValue, primaryIndex.databaseValue],
-                        db: db)
+                    let existing = try RawRows.item(kind: item.itemClass.rawValue, primaryIndex: primaryIndex, db: db)
                     if let existing {
                         let (current, _) = try openMeta(existing)
                         let here = current.attributes["mdat"]?.dateValue ?? .distantPast

@@ -58,8 +58,6 @@ extension KeychainFile {
             throw KeychainError(.authFailed, "WhenPasscodeSet needs a keychain password")
         }
         let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
-        let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
-        let arguments = [item.itemClass.rawValue.databaseValue, primaryIndex.databaseValue]
 
         /// Whether bringing the duplicate up to date may need more than the call brings: then it is prepared
         /// outside any transaction.
@@ -89,14 +87,14 @@ extension KeychainFile {
         for _ in 0..<Self.optimisticAttempts {
             // A duplicate that may need more than the call brings is read and prepared with nothing held; one that
             // cannot (the common case) is updated inside the transaction itself, so racing writers always make progress.
-            let existing = try read { db in try RawRows.firstItemRow(db.cachedStatement(sql: lookup), arguments, db: db) }
+            let existing = try read { db in try RawRows.item(kind: item.itemClass.rawValue, primaryIndex: primaryIndex, db: db) }
             var prepared: SealedItem?
             if let row = existing {
                 let (old, _) = try openMeta(row)
                 if mayNeedMore(old) { prepared = try nextVersion(of: row, old) }
             }
             let added = try write { db, manifestChanges -> Bool? in
-                guard let current = try RawRows.firstItemRow(db.cachedStatement(sql: lookup), arguments, db: db)
+                guard let current = try RawRows.item(kind: item.itemClass.rawValue, primaryIndex: primaryIndex, db: db)
                 else {
                     try insert(newItem, db: db, changes: &manifestChanges)
                     return true

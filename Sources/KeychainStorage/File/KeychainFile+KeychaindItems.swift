@@ -50,10 +50,8 @@ public struct KeychaindItem: Sendable {
 extension KeychainFile {
     func keychaindRow(_ which: KeychaindItem, db: Database) throws -> ItemRow? {
         let item = which.item(now: Date(), uuid: UUID())
-        let lookup = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
-        return try RawRows.firstItemRow(db.cachedStatement(sql: lookup),
-                                        [ItemClass.genericPassword.rawValue.databaseValue,
-                                         deviceKeys.primaryIndex(item.primaryKeyBytes).databaseValue], db: db)
+        return try RawRows.item(kind: ItemClass.genericPassword.rawValue,
+                                primaryIndex: deviceKeys.primaryIndex(item.primaryKeyBytes), db: db)
     }
 
     func keychaindSecret(_ which: KeychaindItem, db: Database) throws -> SecretBytes? {

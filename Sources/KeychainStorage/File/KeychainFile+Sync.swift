@@ -112,13 +112,10 @@ extension KeychainFile {
         let now = configuration.clock()
         return try write { db, changes -> SyncApplication in
             var result = SyncApplication()
-            let byID = "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?"
-            let byPrimary = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
             for change in incoming {
                 switch change {
                 case .deleted(let id):
-                    guard let row = try RawRows.firstItemRow(db.cachedStatement(sql: byID), [uuidData(id).databaseValue],
-                                                             db: db),
+                    guard let row = try RawRows.item(uuid: id, db: db),
                           row.sync == 1, !Self.isDeviceBound(row)
                     else { continue }
                     try db.cachedStatement(sql: "DELETE FROM items WHERE rowid = ?").execute(arguments: [row.rowID])
@@ -140,17 +137,14 @@ extension KeychainFile {
                     var item = decodedItem
                     item.uuid = id
                     item.accessModel = .groups
-                    let existing = try RawRows.firstItemRow(db.cachedStatement(sql: byID), [uuidData(id).databaseValue],
-                                                            db: db)
+                    let existing = try RawRows.item(uuid: id, db: db)
                     if let existing, existing.sync != 1 || Self.isDeviceBound(existing) {
                         result.unusable.append(id)  // the id names an item here that does not sync
                         continue
                     }
                     // Another item with the same primary key: the lower id stays.
                     let primaryIndex = deviceKeys.primaryIndex(item.primaryKeyBytes)
-                    if let twin = try RawRows.firstItemRow(
-                        db.cachedStatement(sql: byPrimary),
-                        [item.itemClass.rawValue.databaseValue, primaryIndex.databaseValue], db: db),
+                    if let twin = try RawRows.item(kind: item.itemClass.rawValue, primaryIndex: primaryIndex, db: db),
                        twin.rowID != existing?.rowID
                     {
                         if twin.sync != 1 || Self.isDeviceBound(twin) {

@@ -40,10 +40,9 @@ extension KeychainFile {
         throws(KeychainError)
     {
         applyAutoLock()
-        let lookup = "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?"
         for _ in 0..<Self.optimisticAttempts {
             let found = try read { db in
-                try RawRows.firstItemRow(db.cachedStatement(sql: lookup), [uuidData(id).databaseValue], db: db)
+                try RawRows.item(uuid: id, db: db)
             }
             guard let row = found else { throw .itemNotFound() }
             let (item, _) = try openMeta(row)
