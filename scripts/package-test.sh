@@ -137,6 +137,9 @@ pkill -KILL -u "$user" 2>/dev/null || true
 # more from the installed clients, which say why.
 socket="/tmp/keychain-$(id -u "$user")/keychaind.sock"
 keychaind_group="$(getent group keychaind | cut -d: -f3)"
+# The protocol version of this checkout's keychaind, for the stand-ins' greetings.
+keychaind_protocol="$(sed -n 's/^public let keychainProtocolVersion = \([0-9]*\)$/\1/p' "$root/Sources/KeychainWire/Messages.swift")"
+[ -n "$keychaind_protocol" ] || { echo "package-test.sh: no keychainProtocolVersion in Sources/KeychainWire/Messages.swift" >&2; exit 1; }
 user_group="$(id -g "$user")"
 stop_keychaind() {
     pkill -KILL -u "$user" -f 'keychaind|stand-in.py' 2>/dev/null || true
@@ -153,10 +156,9 @@ import os, socket, struct, sys, threading
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "greeting":
     s = socket.socket(socket.AF_UNIX); s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1); s.connect(path)
-    s.sendall(b"\0\0\0\4KCW\4")
+    s.sendall(b"\0\0\0\4KCW" + bytes([int(os.environ["KEYCHAIND_PROTOCOL"])]))
     data, ancillary, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(12))
-    group = [struct.unpack("3i", d)[2] for level, kind, d in ancillary if kind == socket.SCM_CREDENTIALS][0]
-    print(group, data[7] if len(data) > 7 and data[4:7] == b"KCW" else 0)  # its group, and its protocol version
+    print([struct.unpack("3i", d)[2] for level, kind, d in ancillary if kind == socket.SCM_CREDENTIALS][0])
     sys.exit(0)
 record, relay_to = sys.argv[3], (sys.argv[4] if len(sys.argv) > 4 else None)
 os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -189,7 +191,7 @@ try:
             home = os.environ["HOME"]
             directories = b"".join(os.path.join(home, d).encode() + b"\0"
                                    for d in (".local/share/keychains", ".local/state/keychain", ".config/keychain"))
-            # The installed keychaind's own protocol (learnt from its greeting), so only the group is wrong.
+            # The installed keychaind's own protocol version, so that only the group is wrong.
             greeting = b"KCW" + bytes([int(os.environ["KEYCHAIND_PROTOCOL"])]) + directories
             client.sendall(len(greeting).to_bytes(4, "big") + greeting)
         threading.Thread(target=pump, args=(client, upstream, True), daemon=True).start()
@@ -201,9 +203,9 @@ keychaind_names_its_group_in_its_greeting() {
     stop_keychaind
     as_user security find-generic-password -a alice -s com.example.demo -w >/dev/null || return 1
     local named pid
-    read -r named keychaind_protocol < <(as_user /usr/bin/python3 "$stand_in" greeting "$socket")
+    named="$(as_user env KEYCHAIND_PROTOCOL="$keychaind_protocol" /usr/bin/python3 "$stand_in" greeting "$socket")"
     pid="$(pgrep -u "$user" -x keychaind | head -1)"
-    echo "  greeting's group $named, protocol $keychaind_protocol (keychaind $keychaind_group); keychaind's $(grep '^Gid:' "/proc/$pid/status" | tr -s '\t' ' ')"
+    echo "  greeting's group $named (keychaind $keychaind_group); keychaind's $(grep '^Gid:' "/proc/$pid/status" | tr -s '\t' ' ')"
     # The group only as the saved one: real, effective and file-system groups are the user's (pinentry gets no other).
     [ "$named" = "$keychaind_group" ] && grep -qx "Gid:	$user_group	$user_group	$keychaind_group	$user_group" "/proc/$pid/status"
 }
@@ -235,7 +237,7 @@ check "the installed keychaind names its group in its greeting and keeps it only
     keychaind_names_its_group_in_its_greeting
 stop_keychaind
 check "a program of the user serving keychaind's socket gets only the greeting from the installed security, which says why" \
-    refused_when "not the installed keychaind" env KEYCHAIND_PROTOCOL="${keychaind_protocol:-0}" \
+    refused_when "not the installed keychaind" env KEYCHAIND_PROTOCOL="$keychaind_protocol" \
         /usr/bin/python3 "$stand_in" listen "$socket" "$home/received"
 stop_keychaind
 if start_real_keychaind_elsewhere; then

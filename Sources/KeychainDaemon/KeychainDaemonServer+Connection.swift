@@ -47,7 +47,7 @@ extension KeychainDaemonServer {
         let stream = ClientStream(fd: fd, peer: peer.pid)
         do {
             guard let hello = try stream.receive(limit: 64) else { return }
-            try Framing.checkHello(hello)
+            try Framing.checkClientHello(hello)
         } catch {
             if case .versionMismatch = error {} else { offended = true }  // an older client is no offender
             return refuse(fd, error.message)

@@ -10,10 +10,19 @@ public enum Framing {
     /// The greeting each side sends first: "KCW" and the protocol version.
     public static func hello() -> [UInt8] { Array("KCW".utf8) + [UInt8(keychainProtocolVersion)] }
 
+    /// Checks the daemon's greeting, in a client.
     public static func checkHello(_ bytes: [UInt8]) throws(WireError) {
         guard bytes.count == 4, Array(bytes.prefix(3)) == Array("KCW".utf8) else { throw .malformed("greeting") }
         guard Int(bytes[3]) == keychainProtocolVersion else {
             throw .versionMismatch(client: keychainProtocolVersion, daemon: Int(bytes[3]))
+        }
+    }
+
+    /// Checks a client's greeting, in keychaind: the mismatch is told from the client's side, which shows it.
+    public static func checkClientHello(_ bytes: [UInt8]) throws(WireError) {
+        guard bytes.count == 4, Array(bytes.prefix(3)) == Array("KCW".utf8) else { throw .malformed("greeting") }
+        guard Int(bytes[3]) == keychainProtocolVersion else {
+            throw .versionMismatch(client: Int(bytes[3]), daemon: keychainProtocolVersion)
         }
     }
 

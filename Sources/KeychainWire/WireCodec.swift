@@ -159,6 +159,10 @@ public enum WireError: Error, Equatable, Sendable {
         case .malformed(let what): "a malformed \(what) in the message"
         case .tooLarge(let size): "a message of \(size) bytes is larger than the protocol allows"
         case .unsupported(let what): "\(what) cannot cross to the keychain daemon"
+        case .versionMismatch(let client, let daemon) where client < daemon:
+            // keychaind was upgraded and restarted; the client still runs the code from before.
+            "this program speaks keychain protocol \(client), the running keychaind speaks \(daemon); this program is "
+                + "older than keychaind: start it again (or rebuild it) from the installed version"
         case .versionMismatch(let client, let daemon):
             "this program speaks keychain protocol \(client), the running keychaind speaks \(daemon); restart keychaind"
         }

@@ -246,7 +246,15 @@ struct WireTests {
         #expect(throws: WireError.versionMismatch(client: keychainProtocolVersion, daemon: 99)) {
             try Framing.checkHello(Array("KCW".utf8) + [99])
         }
-        #expect(WireError.versionMismatch(client: 1, daemon: 2).message.contains("restart keychaind"))
+        // keychaind tells an older client its own version and what to do, from the client's side.
+        #expect(throws: WireError.versionMismatch(client: keychainProtocolVersion - 1, daemon: keychainProtocolVersion)) {
+            try Framing.checkClientHello(Array("KCW".utf8) + [UInt8(keychainProtocolVersion - 1)])
+        }
+        #expect(throws: WireError.malformed("greeting")) { try Framing.checkClientHello(Array("KCX".utf8) + [5]) }
+        let older = WireError.versionMismatch(client: 4, daemon: 5).message
+        #expect(older.hasPrefix("this program speaks keychain protocol 4, the running keychaind speaks 5"))
+        #expect(older.contains("this program is older than keychaind") && !older.contains("restart keychaind"))
+        #expect(WireError.versionMismatch(client: 5, daemon: 4).message.contains("restart keychaind"))
     }
 }
 
