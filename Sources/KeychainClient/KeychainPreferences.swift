@@ -71,14 +71,19 @@ public struct KeychainPreferences: Sendable {
 
     /// The default keychain, the login keychain and the search list as standardized paths, as the keychain service
     /// compares them. Worked out again only when one of the three files changed (keychaind asks on every call).
-    public func paths() -> Paths {
+    public func paths() -> Paths { watchedPaths().paths }
+
+    /// ``paths()``, and the directory watch's stamp they hold for (``DirectoryWatch``); nil when they are not kept
+    /// (no watch, or a preference file that is a symbolic link).
+    func watchedPaths() -> (paths: Paths, stamp: UInt64?) {
         // Unchanged while nothing in the preferences' directory changed: one read(2), no path looked up.
         let stamp = DirectoryWatch.shared.stamp(covering: filePaths.directory, .contents)
-        if let stamp, let kept = memo.kept.withLock({ $0 }), kept.stamp == stamp { return kept.paths }
+        if let stamp, let kept = memo.kept.withLock({ $0 }), kept.stamp == stamp { return (kept.paths, stamp) }
         let paths = readPaths()
         // A preference file that is a symbolic link may be changed where no watch sees it: never kept then.
-        if let stamp, !linked() { memo.kept.withLock { $0 = (stamp, paths) } }
-        return paths
+        guard let stamp, !linked() else { return (paths, nil) }
+        memo.kept.withLock { $0 = (stamp, paths) }
+        return (paths, stamp)
     }
 
     /// Whether one of the three files is a symbolic link.

@@ -17,6 +17,9 @@ public final class OpenKeychains: Sendable {
     public typealias Opener = @Sendable (URL, KeychainFile.Configuration) throws(KeychainError) -> KeychainFile
 
     private let files = Mutex<[String: KeychainFile]>([:])
+    /// Moves on after every handle added to ``files`` or taken from it: a handle looked up before is still the one
+    /// for its path while this has not moved.
+    private let changes = Atomic<UInt64>(0)
     /// For each open file's path, the directory watch's stamp when the file was last seen there (``stillThere(_:)``).
     private let seen = Mutex<[String: UInt64]>([:])
     /// Set by ``closeAll(finally:)`` when its host stops: an open that was under way then closes what it opened.
@@ -60,12 +63,12 @@ public final class OpenKeychains: Sendable {
     public func file(atPath path: String, configuration: KeychainFile.Configuration,
                      createWithPassword password: SecretBytes?, create: Bool = true) throws(KeychainError) -> KeychainFile {
         let key = StandardPath.of(path)
-        if let file = files.withLock({ $0[key] }), stillThere(key) { return file }
+        if let file = files.withLock({ $0[key] }), stillThere(key).there { return file }
         let url = URL(fileURLWithPath: path)
         guard create || StandardPath.exists(key) else { throw KeychainError(.noSuchKeychain, url.lastPathComponent) }
         return try lock(for: key).mutex.withLock { _ throws(KeychainError) -> KeychainFile in
             // Opened by another caller while this one waited.
-            if let file = files.withLock({ $0[key] }), stillThere(key) { return file }
+            if let file = files.withLock({ $0[key] }), stillThere(key).there { return file }
             guard !closed.load(ordering: .acquiring) else { throw KeychainError(.notAvailable, "the keychain service is stopping") }
             let file: KeychainFile
             if StandardPath.exists(key) || !create {
@@ -86,6 +89,7 @@ public final class OpenKeychains: Sendable {
                 throw KeychainError(.notAvailable, "the keychain service is stopping")
             }
             files.withLock { $0[key] = file }
+            changes.add(1, ordering: .releasing)
             file.announceIdleDeadline()  // a keychain made unlocked is in the list only now
             openObserver.withLock { $0 }?(file.url.path)
             return file
@@ -93,26 +97,35 @@ public final class OpenKeychains: Sendable {
     }
 
     /// The handle for `path` if it is open here and its file is still there; nil otherwise (nothing is opened).
-    public func openFile(atPath path: String) -> KeychainFile? {
+    public func openFile(atPath path: String) -> KeychainFile? { watchedOpenFile(atPath: path)?.file }
+
+    /// ``openFile(atPath:)``, with the directory watch's stamp for which the file was known to be there (nil when
+    /// it was looked at without a watch).
+    func watchedOpenFile(atPath path: String) -> (file: KeychainFile, stamp: UInt64?)? {
         let key = StandardPath.of(path)
-        guard let file = files.withLock({ $0[key] }), stillThere(key) else { return nil }
-        return file
+        guard let file = files.withLock({ $0[key] }) else { return nil }
+        let (there, stamp) = stillThere(key)
+        return there ? (file, stamp) : nil
     }
+
+    /// The number of handle changes so far (see ``changes``).
+    var changeCount: UInt64 { changes.load(ordering: .acquiring) }
 
     /// Whether the file at `key` (a standardized path) still exists: a deleted keychain's handle is not handed out.
     /// Looked at once per change in its directory (``DirectoryWatch``), since an `access(2)` per call was a tenth of
     /// an in-process find; every call where the directory cannot be watched, or the path is a symbolic link (whose
     /// target may be elsewhere).
-    private func stillThere(_ key: String) -> Bool {
+    /// `stamp`: the watch's stamp for which the answer holds, nil when it was looked at without a watch.
+    private func stillThere(_ key: String) -> (there: Bool, stamp: UInt64?) {
         guard let slash = key.utf8.lastIndex(of: UInt8(ascii: "/")), slash != key.utf8.startIndex,
             let stamp = DirectoryWatch.shared.stamp(covering: String(key[..<slash]), .entries)
-        else { return StandardPath.exists(key) }
-        if seen.withLock({ $0[key] }) == stamp { return true }
+        else { return (StandardPath.exists(key), nil) }
+        if seen.withLock({ $0[key] }) == stamp { return (true, stamp) }
         var info = stat()
-        guard lstat(key, &info) == 0 else { return false }
-        if info.st_mode & S_IFMT == S_IFLNK { return StandardPath.exists(key) }
+        guard lstat(key, &info) == 0 else { return (false, nil) }
+        if info.st_mode & S_IFMT == S_IFLNK { return (StandardPath.exists(key), nil) }
         seen.withLock { $0[key] = stamp }
-        return true
+        return (true, stamp)
     }
 
     private func lock(for key: String) -> PathLock {
@@ -123,6 +136,7 @@ public final class OpenKeychains: Sendable {
     public func adopt(_ file: KeychainFile) {
         let key = file.url.standardizedFileURL.path
         lock(for: key).mutex.withLock { _ in files.withLock { $0[key] = file } }
+        changes.add(1, ordering: .releasing)
         file.announceIdleDeadline()
     }
 
@@ -138,6 +152,7 @@ public final class OpenKeychains: Sendable {
             defer { files.removeAll() }
             return Array(files.values)
         }
+        changes.add(1, ordering: .releasing)
         for file in open { file.close() }
     }
 
@@ -145,6 +160,7 @@ public final class OpenKeychains: Sendable {
     public func close(_ url: URL) {
         let key = url.standardizedFileURL.path
         let file = lock(for: key).mutex.withLock { _ in files.withLock { $0.removeValue(forKey: key) } }
+        changes.add(1, ordering: .releasing)
         _ = seen.withLock { $0.removeValue(forKey: key) }
         file?.close()
     }
@@ -153,6 +169,7 @@ public final class OpenKeychains: Sendable {
     public func forget(_ url: URL) {
         let key = url.standardizedFileURL.path
         lock(for: key).mutex.withLock { _ in _ = files.withLock { $0.removeValue(forKey: key) } }
+        changes.add(1, ordering: .releasing)
         _ = seen.withLock { $0.removeValue(forKey: key) }
     }
 }

@@ -116,6 +116,46 @@ struct KeychainServiceTests {
         #expect(try !s.state(of: work).exists)
         #expect(s.searchList().isEmpty)  // dropped from the list it was the only member of
     }
+
+    /// A call that names no keychain keeps the default keychain's handle while nothing it depends on moved: each
+    /// change below, made by another process or through the service, must be seen at the very next call.
+    @Test("the default keychain is worked out again after each change of the preference, the file or the handles")
+    func defaultKeychainFollowsChanges() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let s = service(root)
+        defer { s.close() }
+        func finds(_ account: String) -> Int32 {
+            status { _ = try s.search(["class": "genp", "acct": .string(account), "r_Data": true], in: nil) }
+        }
+        try s.add(["class": "genp", "acct": "in-login", "v_Data": .data(Data("x".utf8))], to: nil)
+        let other = s.resolve("other")
+        try s.createKeychain(other, password: nil, settings: .never)
+        try s.add(["class": "genp", "acct": "in-other", "v_Data": .data(Data("y".utf8))], to: other)
+        #expect(finds("in-login") == 0 && finds("in-login") == 0)
+        #expect(finds("in-other") == -25300)
+
+        // Another process makes `other` the default.
+        let preference = s.locations.defaultKeychainFile.path
+        let directory = s.locations.configDirectory.path
+        try DirectoryWatchTests.elsewhere("mkdir -p '\(directory)' && printf '%s\\n' '\(other.path)' > '\(preference)'")
+        #expect(finds("in-other") == 0)
+        #expect(finds("in-login") == -25300)
+        // Another process deletes its file: the default names a keychain that is not there.
+        try DirectoryWatchTests.elsewhere("rm '\(other.path)'")
+        #expect(finds("in-other") == -25294)
+        // Another process puts the preference back: login again.
+        try DirectoryWatchTests.elsewhere("rm '\(preference)'")
+        #expect(finds("in-login") == 0)
+        // Deleted through the service: a new, empty login is made at the next call, not the old handle used.
+        try s.deleteKeychain(s.loginKeychain())
+        #expect(finds("in-login") == -25300)
+        try s.add(["class": "genp", "acct": "in-new-login", "v_Data": .data(Data("z".utf8))], to: nil)
+        #expect(finds("in-new-login") == 0)
+        // Closed through the service (its handles dropped): opened again at the next call, the item still there.
+        s.close()
+        #expect(finds("in-new-login") == 0)
+    }
 }
 
 /// Answers password requests from a script and counts them.

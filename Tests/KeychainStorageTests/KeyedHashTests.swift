@@ -24,6 +24,39 @@ struct KeyedHashTests {
         }
     }
 
+    // Every stored index depends on these bytes: computed here again with HKDF, AAD and HMAC<SHA256>.
+    @Test("a stored group, account or service index is HMAC(class key, AAD(\"kc2/bidx\", kind, column, v1)), v1 the format-1 index")
+    func classIndexes() {
+        let deviceKey = SymmetricKey(size: .bits256)
+        let header = FileHeader(dbUUID: UUID(), dbSalt: Data((0..<32).map { UInt8($0) }), passwordSalt: Data(count: 32),
+                                hasPassword: false, kdf: .standard, keybagGeneration: 1)
+        let keys = DeviceKeys(deviceKey: deviceKey, header: header)
+        func derived(_ label: String) -> SymmetricKey {
+            Sealing.hkdf(deviceKey, salt: header.dbSalt, info: Array("kc1/\(label)".utf8))
+        }
+        func expected(_ value: [UInt8], column: String, label: String, kind: String) -> Data {
+            let v1 = Data(HMAC<SHA256>.authenticationCode(for: value, using: derived(label)).prefix(16))
+            var input = AAD("kc2/bidx")
+            input.append(kind)
+            input.append(column)
+            input.append(v1)
+            return Data(HMAC<SHA256>.authenticationCode(for: input.bytes, using: derived("bidx/class")).prefix(16))
+        }
+        for value in [[], Array("a".utf8), Array("com.example.service-ünïcode".utf8), [UInt8](repeating: 7, count: 300)] {
+            for kind in ["genp", "inet", ""] {
+                #expect(keys.accountIndex(value, kind: kind) == expected(value, column: "account", label: "bidx/acct", kind: kind))
+                #expect(keys.serviceIndex(value, kind: kind) == expected(value, column: "service", label: "bidx/svce", kind: kind))
+                let group = String(decoding: value, as: UTF8.self)
+                #expect(keys.groupIndex(group, kind: kind)
+                        == expected(Array(group.utf8), column: "group", label: "bidx/agrp", kind: kind))
+                // The migration's path, from a stored format-1 value.
+                let v1 = Data(HMAC<SHA256>.authenticationCode(for: value, using: derived("bidx/acct")).prefix(16))
+                #expect(keys.classIndex(v1, kind: kind, column: "account")
+                        == expected(value, column: "account", label: "bidx/acct", kind: kind))
+            }
+        }
+    }
+
     @Test("RFC 4231 test case 2 (key \"Jefe\")")
     func rfc4231() {
         let keyed = KeyedHash(key: SymmetricKey(data: Array("Jefe".utf8)))

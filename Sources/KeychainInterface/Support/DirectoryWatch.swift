@@ -98,6 +98,16 @@ package final class DirectoryWatch: Sendable {
         }
     }
 
+    /// The stamp now, after reading the events queued; nil when nothing can be watched. A value kept with what
+    /// ``stamp(covering:_:)`` gave for each of its directories is still right while this gives the same number.
+    package func stamp() -> UInt64? {
+        state.withLock { state -> UInt64? in
+            guard start(&state) else { return nil }
+            drain(&state)
+            return state.stamp
+        }
+    }
+
     private func start(_ state: inout State) -> Bool {
         let forks = Self.forks.load(ordering: .relaxed)
         if state.started, state.forks != forks {

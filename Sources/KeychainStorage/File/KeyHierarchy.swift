@@ -45,23 +45,55 @@ struct DeviceKeys: Sendable {
     /// item's class and column, so equal accounts of a generic and an internet password no longer share an index
     /// value. Computed from the format-1 value alone, so migrating needs no plaintext (and no unlock).
     func classIndex(_ v1: Data, kind: String, column: String) -> Data {
-        var input = AAD("kc2/bidx")
-        input.append(kind)
-        input.append(column)
-        input.append(v1)
-        return input.bytes.withUnsafeBytes { classIndexKey.index($0) }
+        v1.withUnsafeBytes { classIndex(v1: $0, kind: kind, column: column) }
+    }
+
+    /// ``classIndex(_:kind:column:)`` over the format-1 value's bytes. The keyed input is what ``AAD`` makes of
+    /// ("kc2/bidx", kind, column, v1) (each field as its 32-bit big-endian length, then its bytes), written into
+    /// one stack buffer: every find computes two of these, and the arrays and `Data` in between cost more than the
+    /// hashing.
+    private func classIndex(v1: UnsafeRawBufferPointer, kind: String, column: String) -> Data {
+        var kind = kind, column = column
+        return kind.withUTF8 { kind in
+            column.withUTF8 { column in
+                let domain = UnsafeRawBufferPointer(start: Self.classIndexDomain.utf8Start,
+                                                    count: Self.classIndexDomain.utf8CodeUnitCount)
+                let fields = [domain, UnsafeRawBufferPointer(kind), UnsafeRawBufferPointer(column), v1]
+                let size = fields.reduce(0) { $0 + 4 + $1.count }
+                return withUnsafeTemporaryAllocation(byteCount: size, alignment: 4) { buffer in
+                    var offset = 0
+                    for field in fields {
+                        buffer.storeBytes(of: UInt32(field.count).bigEndian, toByteOffset: offset, as: UInt32.self)
+                        offset += 4
+                        if let base = field.baseAddress, !field.isEmpty {
+                            (buffer.baseAddress! + offset).copyMemory(from: base, byteCount: field.count)
+                        }
+                        offset += field.count
+                    }
+                    return classIndexKey.index(UnsafeRawBufferPointer(buffer))
+                }
+            }
+        }
+    }
+
+    private static let classIndexDomain: StaticString = "kc2/bidx"
+
+    /// A group, account or service value's stored index: its format-1 code's first 16 bytes, keyed again with the
+    /// class and column, with nothing allocated in between.
+    private func classIndex(_ index: BlindIndex, _ bytes: [UInt8], kind: String, column: String) -> Data {
+        index.withCode(bytes) { classIndex(v1: $0, kind: kind, column: column) }
     }
 
     func groupIndex(_ group: String, kind: String) -> Data {
-        classIndex(groupIndex(Array(group.utf8)), kind: kind, column: "group")
+        classIndex(groupIndex, Array(group.utf8), kind: kind, column: "group")
     }
 
     func accountIndex(_ bytes: [UInt8], kind: String) -> Data {
-        classIndex(accountIndex(bytes), kind: kind, column: "account")
+        classIndex(accountIndex, bytes, kind: kind, column: "account")
     }
 
     func serviceIndex(_ bytes: [UInt8], kind: String) -> Data {
-        classIndex(serviceIndex(bytes), kind: kind, column: "service")
+        classIndex(serviceIndex, bytes, kind: kind, column: "service")
     }
 }
 
@@ -72,6 +104,12 @@ struct BlindIndex: Sendable {
     init(key: SymmetricKey) { keyed = KeyedHash(key: key) }
 
     func callAsFunction(_ bytes: [UInt8]) -> Data { bytes.withUnsafeBytes { keyed.index($0) } }
+
+    /// The index of `bytes` (the code's first 16 bytes) handed to `body` in place, not copied into a `Data`.
+    func withCode<Result>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        let code = bytes.withUnsafeBytes { keyed.authenticationCode($0) }
+        return code.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
+    }
 }
 
 /// HMAC-SHA256 (RFC 2104) with its key schedule done once: the inner and outer hashers already past the padded key,
