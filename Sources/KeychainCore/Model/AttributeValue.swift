@@ -58,6 +58,24 @@ public enum AttributeValue: Hashable, Sendable {
             }
         }
     }
+
+    /// Whether `self` and `other` have the same ``matchKey(for:)``, for strings and data without making either key
+    /// (a search compares every candidate's attributes with the query's this way).
+    public func hasSameMatchKey(as other: AttributeValue, for kind: AttributeKind) -> Bool {
+        switch (self, other) {
+        case (.string(let a), .string(let b)):
+            return a.utf8.elementsEqual(b.utf8)  // bytes, not Unicode equivalence
+        case (.data(let a), .data(let b)):
+            return a == b
+        case (.string(let s), .data(let d)), (.data(let d), .string(let s)):
+            switch kind {
+            case .blob, .data, .uuid, .sha1: return s.utf8.elementsEqual(d)
+            default: return false  // a string's key is tagged as a string there, data's as data
+            }
+        default:
+            return matchKey(for: kind) == other.matchKey(for: kind)
+        }
+    }
 }
 
 extension AttributeValue: CustomStringConvertible {

@@ -71,7 +71,7 @@ public enum ItemRules {
         for (code, wanted) in query.attributes {
             guard let kind = schema[code]?.kind else { return false }
             guard let have = item.effectiveValue(code) else { return false }
-            if have.matchKey(for: kind) != wanted.matchKey(for: kind) { return false }
+            if !have.hasSameMatchKey(as: wanted, for: kind) { return false }
         }
         return true
     }

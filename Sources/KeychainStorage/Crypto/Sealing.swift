@@ -42,6 +42,8 @@ struct AAD {
         var s = s
         s.withUTF8 { append($0) }
     }
+    /// Data's bytes copied at once (through the generic overload, Data is read a byte at a time).
+    mutating func append(_ data: Data) { data.withUnsafeBytes { append($0) } }
     mutating func append(_ n: Int64) { withUnsafeBytes(of: n.bigEndian) { append($0) } }
     mutating func append(_ u: UUID) { withUnsafeBytes(of: u.uuid) { append($0) } }
     mutating func append(_ field: UnsafeRawBufferPointer) {

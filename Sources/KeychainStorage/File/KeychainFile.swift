@@ -374,6 +374,7 @@ func uuidData(_ u: UUID) -> Data { withUnsafeBytes(of: u.uuid) { Data($0) } }
 
 func uuid(_ data: Data?) throws -> UUID {
     guard let data, data.count == 16 else { throw KeychainError.decode("uuid") }
-    let u = [UInt8](data)
-    return UUID(uuid: (u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]))
+    var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    withUnsafeMutableBytes(of: &bytes) { _ = data.copyBytes(to: $0) }  // (no array in between: once per candidate)
+    return UUID(uuid: bytes)
 }
