@@ -147,8 +147,12 @@ struct KeychainServiceTests {
         // Another process puts the preference back: login again.
         try DirectoryWatchTests.elsewhere("rm '\(preference)'")
         #expect(finds("in-login") == 0)
-        // Deleted through the service: a new, empty login is made at the next call, not the old handle used.
+        // Deleted through the service: a new, empty login is made at the next call, not the old handle used; and
+        // the old handle is not kept alive (with its keys) by what the service remembered.
+        weak var deleted = s.keychains.openFile(atPath: s.loginKeychain().path)
+        #expect(deleted != nil)
         try s.deleteKeychain(s.loginKeychain())
+        #expect(deleted == nil)
         #expect(finds("in-login") == -25300)
         try s.add(["class": "genp", "acct": "in-new-login", "v_Data": .data(Data("z".utf8))], to: nil)
         #expect(finds("in-new-login") == 0)

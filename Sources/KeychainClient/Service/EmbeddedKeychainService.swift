@@ -19,7 +19,13 @@ public final class EmbeddedKeychainService: KeychainService {
     /// The default keychain's handle as ``file(orDefault:)`` last worked it out, with the directory watch's stamp
     /// and the open handles' change count then: while neither has moved, neither the preferences nor the file's
     /// presence nor the handle can have changed, and one `read(2)` stands for the whole lookup.
-    private let defaultFile = Mutex<(stamp: UInt64, opened: UInt64, file: KeychainFile)?>(nil)
+    private let defaultFile = Mutex<KeptDefault?>(nil)
+    private struct KeptDefault {
+        var stamp: UInt64
+        var opened: UInt64
+        /// Weak: a handle closed or forgotten (its keychain deleted) is not kept alive here, with its keys.
+        weak var file: KeychainFile?
+    }
 
     /// Who asks this service's user, and how (for keychaind: pinentry where the client's session can be asked).
     public let asker: Asker
@@ -452,10 +458,10 @@ public final class EmbeddedKeychainService: KeychainService {
     /// (said once on standard error: nobody can be asked here).
     func file(orDefault keychain: KeychainReference?) throws(KeychainError) -> KeychainFile {
         if let keychain { return try file(keychain) }
-        if let kept = defaultFile.withLock({ $0 }), kept.opened == keychains.changeCount,
+        if let kept = defaultFile.withLock({ $0 }), let file = kept.file, kept.opened == keychains.changeCount,
            let stamp = DirectoryWatch.shared.stamp(), stamp == kept.stamp
         {
-            return kept.file  // (in `used` since it was kept)
+            return file  // (in `used` since it was kept)
         }
         // The preferences as worked-out paths (read again only when a preference file changed): this runs at every
         // call that names no keychain, and URLs standardized per call were half of an in-process find.
@@ -465,7 +471,9 @@ public final class EmbeddedKeychainService: KeychainService {
         if let (open, openStamp) = keychains.watchedOpenFile(atPath: target) {
             used.withLock { _ = $0.insert(open.standardizedPath) }
             // Kept only when both were known at one stamp (no change in between) through the watch.
-            if let pathsStamp, openStamp == pathsStamp { defaultFile.withLock { $0 = (pathsStamp, opened, open) } }
+            if let pathsStamp, openStamp == pathsStamp {
+                defaultFile.withLock { $0 = KeptDefault(stamp: pathsStamp, opened: opened, file: open) }
+            }
             return open
         }
         guard target == paths.loginKeychain, !StandardPath.exists(target) else {

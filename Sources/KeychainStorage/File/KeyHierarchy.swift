@@ -79,7 +79,7 @@ struct DeviceKeys: Sendable {
     private static let classIndexDomain: StaticString = "kc2/bidx"
 
     /// A group, account or service value's stored index: its format-1 code's first 16 bytes, keyed again with the
-    /// class and column, with nothing allocated in between.
+    /// class and column, with no `Data` or AAD array in between.
     private func classIndex(_ index: BlindIndex, _ bytes: [UInt8], kind: String, column: String) -> Data {
         index.withCode(bytes) { classIndex(v1: $0, kind: kind, column: column) }
     }
