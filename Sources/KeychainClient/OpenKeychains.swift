@@ -22,6 +22,26 @@ public final class OpenKeychains: Sendable {
     private let changes = Atomic<UInt64>(0)
     /// For each open file's path, the directory watch's stamp when the file was last seen there (``stillThere(_:)``).
     private let seen = Mutex<[String: UInt64]>([:])
+    /// For each open file's path, the file it opened (device and inode, taken before opening). A keychain deleted
+    /// and made again at its path by another process between two calls is another file: its old handle must not
+    /// be handed out, or what is written through it would go to the deleted file and be lost.
+    private let identities = Mutex<[String: FileIdentity]>([:])
+    private struct FileIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+
+        /// The file at `path`, following symbolic links (as opening it does); nil when there is none.
+        init?(path: String) {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            self.init(info)
+        }
+
+        init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+    }
     /// Set by ``closeAll(finally:)`` when its host stops: an open that was under way then closes what it opened.
     private let closed = Atomic(false)
     /// The locks held while a path is opened, created, adopted, closed or forgotten: a fixed set, each path on one
@@ -71,7 +91,10 @@ public final class OpenKeychains: Sendable {
             if let file = files.withLock({ $0[key] }), stillThere(key).there { return file }
             guard !closed.load(ordering: .acquiring) else { throw KeychainError(.notAvailable, "the keychain service is stopping") }
             let file: KeychainFile
-            if StandardPath.exists(key) || !create {
+            // Taken before the open: should the file be replaced in between, the next look sees a mismatch and
+            // opens again, rather than keep a handle to a file that is gone.
+            var identity = FileIdentity(path: key)
+            if identity != nil || !create {
                 file = try open(url, configuration)
             } else {
                 do throws(KeychainError) {
@@ -82,6 +105,7 @@ public final class OpenKeychains: Sendable {
                 } catch {
                     throw error
                 }
+                identity = FileIdentity(path: key)
             }
             // Its host stopped meanwhile: nothing would close this handle.
             guard !closed.load(ordering: .acquiring) else {
@@ -89,6 +113,7 @@ public final class OpenKeychains: Sendable {
                 throw KeychainError(.notAvailable, "the keychain service is stopping")
             }
             files.withLock { $0[key] = file }
+            identities.withLock { $0[key] = identity }
             changes.add(1, ordering: .releasing)
             file.announceIdleDeadline()  // a keychain made unlocked is in the list only now
             openObserver.withLock { $0 }?(file.url.path)
@@ -116,16 +141,26 @@ public final class OpenKeychains: Sendable {
     /// an in-process find; every call where the directory cannot be watched, or the path is a symbolic link (whose
     /// target may be elsewhere).
     /// `stamp`: the watch's stamp for which the answer holds, nil when it was looked at without a watch.
+    /// The same file, that is: one replaced at its path by another counts as gone (``identities``).
     private func stillThere(_ key: String) -> (there: Bool, stamp: UInt64?) {
         guard let slash = key.utf8.lastIndex(of: UInt8(ascii: "/")), slash != key.utf8.startIndex,
             let stamp = DirectoryWatch.shared.stamp(covering: String(key[..<slash]), .entries)
-        else { return (StandardPath.exists(key), nil) }
+        else { return (isOpenedFile(key, FileIdentity(path: key)), nil) }
         if seen.withLock({ $0[key] }) == stamp { return (true, stamp) }
         var info = stat()
         guard lstat(key, &info) == 0 else { return (false, nil) }
-        if info.st_mode & S_IFMT == S_IFLNK { return (StandardPath.exists(key), nil) }
+        if info.st_mode & S_IFMT == S_IFLNK { return (isOpenedFile(key, FileIdentity(path: key)), nil) }
+        guard isOpenedFile(key, FileIdentity(info)) else { return (false, nil) }
         seen.withLock { $0[key] = stamp }
         return (true, stamp)
+    }
+
+    /// Whether `found` (the file now at `key`) is the one its handle opened; a handle whose file could not be
+    /// identified when it was opened counts any file there as its own.
+    private func isOpenedFile(_ key: String, _ found: FileIdentity?) -> Bool {
+        guard let found else { return false }
+        guard let opened = identities.withLock({ $0[key] }) else { return true }
+        return opened == found
     }
 
     private func lock(for key: String) -> PathLock {
@@ -135,7 +170,10 @@ public final class OpenKeychains: Sendable {
     /// Takes a handle this process just created (so that later opens share it).
     public func adopt(_ file: KeychainFile) {
         let key = file.url.standardizedFileURL.path
-        lock(for: key).mutex.withLock { _ in files.withLock { $0[key] = file } }
+        lock(for: key).mutex.withLock { _ in
+            files.withLock { $0[key] = file }
+            identities.withLock { $0[key] = FileIdentity(path: key) }
+        }
         changes.add(1, ordering: .releasing)
         file.announceIdleDeadline()
     }
@@ -152,6 +190,7 @@ public final class OpenKeychains: Sendable {
             defer { files.removeAll() }
             return Array(files.values)
         }
+        identities.withLock { $0.removeAll() }
         changes.add(1, ordering: .releasing)
         for file in open { file.close() }
     }
@@ -159,7 +198,10 @@ public final class OpenKeychains: Sendable {
     /// Closes one file's handle, if open (see ``KeychainFile/close()``).
     public func close(_ url: URL) {
         let key = url.standardizedFileURL.path
-        let file = lock(for: key).mutex.withLock { _ in files.withLock { $0.removeValue(forKey: key) } }
+        let file = lock(for: key).mutex.withLock { _ in
+            identities.withLock { _ = $0.removeValue(forKey: key) }
+            return files.withLock { $0.removeValue(forKey: key) }
+        }
         changes.add(1, ordering: .releasing)
         _ = seen.withLock { $0.removeValue(forKey: key) }
         file?.close()
@@ -168,7 +210,10 @@ public final class OpenKeychains: Sendable {
     /// Forgets the handle of a deleted keychain (after an open of it under way has ended, so it does not come back).
     public func forget(_ url: URL) {
         let key = url.standardizedFileURL.path
-        lock(for: key).mutex.withLock { _ in _ = files.withLock { $0.removeValue(forKey: key) } }
+        lock(for: key).mutex.withLock { _ in
+            identities.withLock { _ = $0.removeValue(forKey: key) }
+            _ = files.withLock { $0.removeValue(forKey: key) }
+        }
         changes.add(1, ordering: .releasing)
         _ = seen.withLock { $0.removeValue(forKey: key) }
     }

@@ -161,4 +161,26 @@ struct DirectoryWatchTests {
         keychains.closeAll()
         first.close()
     }
+
+    @Test("a keychain another process deleted and made again at its path between two calls is another file: its old handle is not handed out")
+    func replacedKeychain() throws {
+        let (root, configuration) = try OpenKeychainsTests.scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let url = root.appendingPathComponent("replaced.keychain-db")
+        let spare = root.appendingPathComponent("spare.keychain-db")
+        let keychains = OpenKeychains()
+        let first = try keychains.file(at: url, configuration: configuration, createWithPassword: nil)
+        let elsewhere = OpenKeychains()  // another keychain, made and closed, to be put in its place
+        _ = try elsewhere.file(at: spare, configuration: configuration, createWithPassword: nil)
+        elsewhere.closeAll()
+        #expect(keychains.openFile(atPath: url.path) === first)
+        // As `security delete-keychain` then a copy into place would: the file and its WAL and index gone, another there.
+        try Self.elsewhere("rm -f '\(url.path)' '\(url.path)-wal' '\(url.path)-shm' && cp '\(spare.path)' '\(url.path)'")
+        #expect(keychains.openFile(atPath: url.path) == nil)
+        let second = try keychains.file(at: url, configuration: configuration, createWithPassword: nil, create: false)
+        #expect(second !== first)
+        #expect(keychains.openFile(atPath: url.path) === second)
+        keychains.closeAll()
+        first.close()
+    }
 }

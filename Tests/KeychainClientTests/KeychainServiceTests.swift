@@ -160,6 +160,32 @@ struct KeychainServiceTests {
         s.close()
         #expect(finds("in-new-login") == 0)
     }
+
+    /// Nothing acknowledged may be lost: a write after another process replaced the keychain file must reach the
+    /// file that is there now, not the deleted one the old handle still has open.
+    @Test("a keychain replaced by another process between two calls: the next write lands in the file now there")
+    func replacedDefaultKeychain() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let s = service(root)
+        defer { s.close() }
+        try s.add(["class": "genp", "acct": "before", "v_Data": .data(Data("x".utf8))], to: nil)
+        let spare = s.resolve("spare")
+        try s.createKeychain(spare, password: nil, settings: .never)
+        s.keychains.close(URL(fileURLWithPath: spare.path))
+        let login = s.loginKeychain().path
+        try DirectoryWatchTests.elsewhere(
+            "rm -f '\(login)' '\(login)-wal' '\(login)-shm' && cp '\(spare.path)' '\(login)'")
+        try s.add(["class": "genp", "acct": "after", "v_Data": .data(Data("y".utf8))], to: nil)
+        // What the file on disk holds, through handles of its own.
+        let locations = s.locations
+        let fresh = EmbeddedKeychainService(locations: locations, caller: Caller(accessGroups: ["app"]),
+                                            keychains: OpenKeychains()) { $0.kdf = .fastForTests }
+        defer { fresh.close() }
+        #expect(try fresh.search(["class": "genp", "acct": "after", "r_Data": true], in: nil).first?.secret?
+            .unprotectedString() == "y")
+        #expect(status { _ = try fresh.search(["class": "genp", "acct": "before"], in: nil) } == -25300)
+    }
 }
 
 /// Answers password requests from a script and counts them.
