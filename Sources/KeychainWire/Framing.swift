@@ -12,18 +12,24 @@ public enum Framing {
 
     /// Checks the daemon's greeting, in a client.
     public static func checkHello(_ bytes: [UInt8]) throws(WireError) {
-        guard bytes.count == 4, Array(bytes.prefix(3)) == Array("KCW".utf8) else { throw .malformed("greeting") }
-        guard Int(bytes[3]) == keychainProtocolVersion else {
-            throw .versionMismatch(client: keychainProtocolVersion, daemon: Int(bytes[3]))
+        let version = try helloVersion(bytes)
+        guard version == keychainProtocolVersion else {
+            throw .versionMismatch(client: keychainProtocolVersion, daemon: version)
         }
     }
 
     /// Checks a client's greeting, in keychaind: the mismatch is told from the client's side, which shows it.
     public static func checkClientHello(_ bytes: [UInt8]) throws(WireError) {
-        guard bytes.count == 4, Array(bytes.prefix(3)) == Array("KCW".utf8) else { throw .malformed("greeting") }
-        guard Int(bytes[3]) == keychainProtocolVersion else {
-            throw .versionMismatch(client: Int(bytes[3]), daemon: keychainProtocolVersion)
+        let version = try helloVersion(bytes)
+        guard version == keychainProtocolVersion else {
+            throw .versionMismatch(client: version, daemon: keychainProtocolVersion)
         }
+    }
+
+    /// The protocol version a greeting names.
+    private static func helloVersion(_ bytes: [UInt8]) throws(WireError) -> Int {
+        guard bytes.count == 4, Array(bytes.prefix(3)) == Array("KCW".utf8) else { throw .malformed("greeting") }
+        return Int(bytes[3])
     }
 
     /// keychaind's answer to a client's greeting: its own greeting, then the directories it serves (keychains,

@@ -31,15 +31,17 @@ enum RawRows {
 
     /// The item of class `kind` with primary key index `primaryIndex` (at most one: the primary key is unique).
     static func item(kind: String, primaryIndex: Data, db: Database) throws -> ItemRow? {
-        try firstItemRow(db.cachedStatement(sql: "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"),
-                         [kind.databaseValue, primaryIndex.databaseValue], db: db)
+        try firstItemRow(db.cachedStatement(sql: byPrimaryKey), [kind.databaseValue, primaryIndex.databaseValue], db: db)
     }
 
     /// The item with persistent identifier `uuid`.
     static func item(uuid: UUID, db: Database) throws -> ItemRow? {
-        try firstItemRow(db.cachedStatement(sql: "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?"),
-                         [uuidData(uuid).databaseValue], db: db)
+        try firstItemRow(db.cachedStatement(sql: byUUID), [uuidData(uuid).databaseValue], db: db)
     }
+
+    // The selects' text made once (every add and update looks its item up by primary key).
+    private static let byPrimaryKey = "SELECT \(ItemRow.columns) FROM items WHERE kind = ? AND primary_index = ?"
+    private static let byUUID = "SELECT \(ItemRow.columns) FROM items WHERE uuid = ?"
 
     /// Every row of `statement` (a select of ``ItemRow/columns``).
     static func allItemRows(_ statement: Statement, _ arguments: [DatabaseValue], db: Database) throws -> [ItemRow] {
