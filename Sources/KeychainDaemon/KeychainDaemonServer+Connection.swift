@@ -52,7 +52,7 @@ extension KeychainDaemonServer {
             if case .versionMismatch = error {} else { offended = true }  // an older client is no offender
             return refuse(fd, error.message)
         }
-        guard sendAsKeychaind(Framing.daemonGreeting(directories: locations.servedDirectories), on: fd) else { return }
+        guard sendAsKeychaind(greeting, on: fd) else { return }
         // Made at the first request, so that a client that opens its session first (every client of ours does)
         // gets one service, not one before and one after.
         var connectionService: EmbeddedKeychainService?

@@ -60,6 +60,8 @@ public final class KeychainDaemonServer: Sendable {
         fileConfiguration.idleDeadlineMayBeSooner = { lockScheduler.idleDeadlineMayBeSooner() }
         self.fileConfiguration = fileConfiguration
         self.preferences = KeychainPreferences(locations: locations)
+        self.registry = ApplicationRegistry(stateDirectory: locations.stateDirectory)
+        self.greeting = Framing.daemonGreeting(directories: locations.servedDirectories)
         self.socket = locations.daemonSocket
         self.loginKeychainPath = locations.loginKeychain.path
         let directory = socket.deletingLastPathComponent()
@@ -219,7 +221,10 @@ public final class KeychainDaemonServer: Sendable {
     let logger = Logger(label: "keychaind")
     let events = EventHub()
     let offenders = ProtocolOffenders()
-    var registry: ApplicationRegistry { ApplicationRegistry(stateDirectory: locations.stateDirectory) }
+    /// Made once: every session asks it (its file is read again only when it changed).
+    let registry: ApplicationRegistry
+    /// keychaind's greeting, the same for every connection (the directories it serves).
+    let greeting: [UInt8]
     /// Every keychain file this server's services have open (theirs alone, not the host process's): what it locks
     /// when idle or before sleep, lists for sync, and closes when it stops.
     public let keychains = OpenKeychains()

@@ -48,11 +48,16 @@ public struct PeerIdentity: Sendable, Hashable {
     /// exited (and whose pid was reused) in between is not mistaken for another.
     public static func of(pid: pid_t, uid: uid_t) -> PeerIdentity? {
         guard pid > 0 else { return nil }
+        // One descriptor for both reads of the start time: once the process has exited, reads through it fail
+        // (a descriptor of /proc/PID belongs to the process, not its number), so a reused pid cannot answer.
+        let statFile = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard statFile >= 0 else { return nil }
+        defer { close(statFile) }
         let first = executable(of: pid)
-        let stat = statFields(of: pid)
+        let stat = statFields(statFile: statFile)
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
         let second = executable(of: pid)
-        guard first == second, let stat, stat.startTime == startTime(of: pid) else { return nil }
+        guard first == second, let stat, stat.startTime == startTime(statFile: statFile) else { return nil }
         var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: stat.startTime)
         peer.foreignCode = foreignCode(of: pid, executable: first)
         peer.terminalDevice = stat.terminal
@@ -153,11 +158,14 @@ public struct PeerIdentity: Sendable, Hashable {
 
     public var program: Program { Program(executable: executable, digest: executableDigest, foreignCode: foreignCode) }
 
+    /// The target of /proc/PID/exe, read into a buffer on the stack (it runs twice per connection and at every
+    /// request).
     static func executable(of pid: pid_t) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard n > 0 else { return nil }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX) + 1) { buffer -> String? in
+            let n = readlink("/proc/\(pid)/exe", buffer.baseAddress!, buffer.count - 1)
+            guard n > 0 else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<n]), as: UTF8.self)
+        }
     }
 
     /// Field 22 of /proc/PID/stat: when the process started (in clock ticks since boot).
@@ -182,16 +190,38 @@ public struct PeerIdentity: Sendable, Hashable {
     /// Fields 7 (the controlling terminal's device number, 0 for none) and 22 (the start time) of an open
     /// /proc/PID/stat, from one read.
     static func statFields(statFile fd: Int32) -> (terminal: Int, startTime: UInt64)? {
-        var buffer = [UInt8](repeating: 0, count: 1024)  // the fields up to the start time fit well within this
-        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard count > 0 else { return nil }
-        // The command name (field 2) may hold spaces and parentheses: count fields after its last ")".
-        guard let close = buffer[..<count].lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        let fields = buffer[(close + 1)..<count].split(separator: UInt8(ascii: " "))
-        guard fields.count > 19, let terminal = Int(String(decoding: fields[4], as: UTF8.self)),
-              let start = UInt64(String(decoding: fields[19], as: UTF8.self))
-        else { return nil }
-        return (terminal, start)
+        // The fields up to the start time fit well within 1 kB; read onto the stack, parsed in place.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buffer -> (terminal: Int, startTime: UInt64)? in
+            let count = pread(fd, buffer.baseAddress, buffer.count, 0)
+            guard count > 0 else { return nil }
+            let text = UnsafeBufferPointer(rebasing: buffer[..<count])
+            // The command name (field 2) may hold spaces and parentheses: count fields after its last ")".
+            guard let close = text.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+            let fields = text[(close + 1)...]
+            // Small strings (no allocation), parsed as before: Int for the terminal, UInt64 for the start time.
+            guard let terminalField = field(4, of: fields), let startField = field(19, of: fields),
+                  let terminal = Int(String(decoding: terminalField, as: UTF8.self)),
+                  let start = UInt64(String(decoding: startField, as: UTF8.self))
+            else { return nil }
+            return (terminal, start)
+        }
+    }
+
+    /// Field `index` of the space-separated fields in `text` (empty fields skipped, as `split` does); the last
+    /// field ends at the line's end.
+    static func field(_ index: Int, of text: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>>? {
+        let space = UInt8(ascii: " "), newline = UInt8(ascii: "\n")
+        var current = -1
+        var i = text.startIndex
+        while i < text.endIndex {
+            while i < text.endIndex, text[i] == space { i += 1 }
+            guard i < text.endIndex, text[i] != newline else { return nil }
+            current += 1
+            let start = i
+            while i < text.endIndex, text[i] != space, text[i] != newline { i += 1 }
+            if current == index { return text[start..<i] }
+        }
+        return nil
     }
 
     /// A file of /proc read to its end: they report a size of 0 and hand out their text a page per read, so a
@@ -205,17 +235,19 @@ public struct PeerIdentity: Sendable, Hashable {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return nil }
-            if n == 0 { break }
-            bytes += chunk[..<n]
-            if bytes.count > 4 << 20 { break }  // a process with this much mapped: enough has been seen
+        // Read through a buffer on the stack (not zeroed, not allocated: this runs at every connection).
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16384) { chunk -> [UInt8]? in
+            var bytes: [UInt8] = []
+            while true {
+                let n = read(fd, chunk.baseAddress, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 { return nil }
+                if n == 0 { break }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: chunk[..<n]))
+                if bytes.count > 4 << 20 { break }  // a process with this much mapped: enough has been seen
+            }
+            return bytes
         }
-        return bytes
     }
 }
 

@@ -35,6 +35,42 @@ struct ProcessWatchTests {
         #expect(PeerIdentity.tracer(statusFile: none) == nil)
     }
 
+    @Test("the terminal and start time are fields 7 and 22 of /proc/PID/stat, counted after the command name's last parenthesis")
+    func statFields() throws {
+        // Our own process, against the same fields read through Foundation's splitting.
+        let text = try String(contentsOfFile: "/proc/self/stat", encoding: .utf8)
+        let after = text[text.index(after: try #require(text.lastIndex(of: ")")))...]
+        let fields = after.split(separator: " ")
+        let fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)
+        defer { close(fd) }
+        let parsed = try #require(PeerIdentity.statFields(statFile: fd))
+        #expect(parsed.terminal == Int(fields[4]))
+        #expect(parsed.startTime == UInt64(fields[19]))
+        // Texts of our own making: a command name with spaces and parentheses, a negative device number (printed
+        // with %d), doubled spaces, the start time as the line's last field, and fields missing or not numbers.
+        func parse(_ text: String) throws -> (terminal: Int, startTime: UInt64)? {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("stat-\(UUID().uuidString)").path
+            defer { unlink(path) }
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            defer { close(fd) }
+            return PeerIdentity.statFields(statFile: fd)
+        }
+        let tail = " 0 0 0 0 0 0 0 0 0 0 0 0 0 0"  // fields 8 to 21
+        let odd = try parse("42 (a) b (c)) S 1 42 42 34817" + tail + " 987654 1 2 3\n")
+        #expect(odd?.terminal == 34817)
+        #expect(odd?.startTime == 987654)
+        #expect(try parse("42 (x) S 1 42 42 -2147483000" + tail + " 5\n")?.terminal == -2147483000)
+        let spaced = try parse("42 (x) S  1 42 42  7" + tail + "  18446744073709551615\n")
+        #expect(spaced?.terminal == 7)
+        #expect(spaced?.startTime == UInt64.max)
+        #expect(try parse("42 (x) S 1 42 42 7" + tail + "\n") == nil)  // no start time
+        #expect(try parse("42 (x) S 1 42 42 7" + tail + " 12a\n") == nil)
+        #expect(try parse("42 (x) S 1 42 42 tty" + tail + " 12\n") == nil)
+        #expect(try parse("42 x S 1 42 42 7" + tail + " 12\n") == nil)  // no command name's parenthesis
+        #expect(try parse("") == nil)
+    }
+
     @Test("a watched process is the same program while it runs; once it has exited it is not, whoever gets its pid")
     func exitedProcessIsNotTheSame() throws {
         let child = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])
