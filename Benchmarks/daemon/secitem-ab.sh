@@ -4,13 +4,18 @@
 # against REV's Security module and against this checkout's, run in turn, ROUNDS rounds, a scratch home per run.
 #   Benchmarks/daemon/secitem-ab.sh REV [ROUNDS=3] [ITEMS=2000] [FINDS=20000]
 # REV is any revision whose package has the Security library (every one since the first slice). Its build is kept
-# in ${SECITEM_AB_CACHE:-/tmp/secitem-ab}/REV, so a second run with the same REV builds only this checkout's side.
+# in ${SECITEM_AB_CACHE:-$XDG_CACHE_HOME/swift-keychain/secitem-ab}/REV (~/.cache when XDG_CACHE_HOME is unset; a
+# directory of the user's own, never one in /tmp that another user could have made first and filled), so a second run
+# with the same REV builds only this checkout's side.
 # Release builds, one at a time (2 cores); the first build of REV takes several minutes.
 set -euo pipefail
 rev="$1" rounds="${2:-3}" items="${3:-2000}" finds="${4:-20000}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 commit="$(git -C "$root" rev-parse --verify "$rev^{commit}")"
-cache="${SECITEM_AB_CACHE:-/tmp/secitem-ab}/$commit"
+top="${SECITEM_AB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/swift-keychain/secitem-ab}"
+mkdir -p -m 700 "$top"
+[ -O "$top" ] || { echo "secitem-ab.sh: $top is not yours: refusing to run what it holds" >&2; exit 1; }
+cache="$top/$commit"
 old_bench="$cache/bench/.build/release/SecItemFind"
 if [ ! -x "$old_bench" ]; then
     mkdir -p "$cache"

@@ -198,7 +198,8 @@ public struct PeerIdentity: Sendable, Hashable {
             // The command name (field 2) may hold spaces and parentheses: count fields after its last ")".
             guard let close = text.lastIndex(of: UInt8(ascii: ")")) else { return nil }
             let fields = text[(close + 1)...]
-            // Small strings (no allocation), parsed as before: Int for the terminal, UInt64 for the start time.
+            // As numbers the way the split fields were read: Int for the terminal, UInt64 for the start time (a field
+            // ends at a space or the line's end; the kernel never writes either as the last field).
             guard let terminalField = field(4, of: fields), let startField = field(19, of: fields),
                   let terminal = Int(String(decoding: terminalField, as: UTF8.self)),
                   let start = UInt64(String(decoding: startField, as: UTF8.self))
