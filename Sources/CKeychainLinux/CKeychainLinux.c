@@ -330,6 +330,23 @@ void ckeychain_drain(int fd) { (void)fd; }
 
 int ckeychain_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
+#if !defined(SO_PEERPIDFD) && (defined(__x86_64__) || defined(__aarch64__))
+#define SO_PEERPIDFD 77  /* asm-generic's number, which x86 and arm64 use; older headers lack it */
+#endif
+
+int ckeychain_peer_pidfd(int socket) {
+#ifdef SO_PEERPIDFD
+    int pidfd = -1;
+    socklen_t length = sizeof(pidfd);
+    if (getsockopt(socket, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) != 0) return -1;
+    return pidfd;
+#else
+    (void)socket;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 int ckeychain_pidfd_exited(int pidfd) {
     struct pollfd watched = { .fd = pidfd, .events = POLLIN, .revents = 0 };
     int ready;
@@ -340,4 +357,5 @@ int ckeychain_pidfd_exited(int pidfd) {
 #else
 int ckeychain_pidfd_open(pid_t pid) { (void)pid; errno = ENOSYS; return -1; }
 int ckeychain_pidfd_exited(int pidfd) { (void)pidfd; errno = ENOSYS; return -1; }
+int ckeychain_peer_pidfd(int socket) { (void)socket; errno = ENOSYS; return -1; }
 #endif

@@ -40,7 +40,7 @@ extension KeychainDaemonServer {
         // Everything is read with the sender's pid checked against the caller's, counting from here: what was
         // queued before the caller was identified can only be its greeting and session (a client sends any other
         // request only after the greeting's answer, which goes out after the identification).
-        guard let watch = ProcessWatch(peer) else { return refuse(fd, "cannot identify the caller") }
+        guard let watch = ProcessWatch(peer, socket: fd) else { return refuse(fd, "cannot identify the caller") }
         // A connection that broke the protocol turns its process's next ones away for a while (ProtocolOffenders).
         var offended = false
         defer { if offended { offenders.record(pid: peer.pid, startTime: peer.startTime) } }

@@ -37,22 +37,48 @@ public struct PeerIdentity: Sendable, Hashable {
 
     /// The peer of a connected socket: the pid and uid of SO_PEERCRED (the kernel's, from connect time), then the
     /// process read as ``of(pid:uid:)`` reads it.
+    ///
+    /// SO_PEERCRED gives a number. A peer that exited after it connected could have its pid taken by another
+    /// program before keychaind reads /proc, which would then describe that program. Where the kernel gives the
+    /// peer's pidfd (SO_PEERPIDFD, Linux 6.5), the peer must still run once its /proc files are open: then they
+    /// are its own.
     public static func of(socket fd: Int32) -> PeerIdentity? {
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
         guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0 else { return nil }
-        return of(pid: pid, uid: uid)
+        let peer = ckeychain_peer_pidfd(fd)
+        // ESRCH: the connected process is gone (a kernel without SO_PEERPIDFD says ENOPROTOOPT, and is read as
+        // before, by pid and start time alone).
+        if peer < 0, errno == ESRCH { return nil }
+        defer { if peer >= 0 { close(peer) } }
+        return of(pid: pid, uid: uid, stillConnected: peer >= 0 ? { ckeychain_pidfd_exited(peer) == 0 } : nil)
+    }
+
+    /// Whether this kernel gives a socket's peer as a pidfd (SO_PEERPIDFD, Linux 6.5), asked of a socket pair.
+    static var peerPidfdsAvailable: Bool {
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else { return false }
+        defer { pair.forEach { close($0) } }
+        let pidfd = ckeychain_peer_pidfd(pair[0])
+        if pidfd >= 0 { close(pidfd) }
+        return pidfd >= 0
     }
 
     /// A process by pid: a socket's peer, or one the message bus vouched for (GetConnectionUnixProcessID /
     /// UnixUser). `/proc/PID/exe` and the start time are read twice around the digest, so that a process that
     /// exited (and whose pid was reused) in between is not mistaken for another.
-    public static func of(pid: pid_t, uid: uid_t) -> PeerIdentity? {
+    ///
+    /// `stillConnected`, where given, says whether the process that connected still runs: asked once /proc/PID/stat
+    /// is open, so that a pid taken over by another process in between is not read as the connected one.
+    public static func of(pid: pid_t, uid: uid_t, stillConnected: (() -> Bool)? = nil) -> PeerIdentity? {
         guard pid > 0 else { return nil }
         // One descriptor for both reads of the start time: once the process has exited, reads through it fail
         // (a descriptor of /proc/PID belongs to the process, not its number), so a reused pid cannot answer.
         let statFile = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
         guard statFile >= 0 else { return nil }
         defer { close(statFile) }
+        // Alive now, so alive at the open: the descriptor is the connected process's (a pid is not reused while its
+        // process runs).
+        if let stillConnected, !stillConnected() { return nil }
         let first = executable(of: pid)
         let stat = statFields(statFile: statFile)
         let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
@@ -268,13 +294,21 @@ final class ProcessWatch: Sendable {
     private let status: Int32
 
     /// Nil when the process's files cannot be opened, or it is not the process `peer` names any more.
-    init?(_ peer: PeerIdentity) {
+    ///
+    /// `socket`: the connection `peer` was identified on. Its peer's pidfd (SO_PEERPIDFD) names the process that
+    /// connected whatever happened to its pid since; without one (an older kernel, or a peer not met on a socket)
+    /// the pidfd is opened by pid.
+    init?(_ peer: PeerIdentity, socket: Int32? = nil) {
         // The pidfd is opened before the start time is compared: when it matches, the identified process was alive
         // then, so it was alive at the open too, and the pidfd is its own.
-        let pidfd = ckeychain_pidfd_open(peer.pid)
+        let connected = socket.map { ckeychain_peer_pidfd($0) } ?? -1
+        let pidfd = connected >= 0 ? connected : ckeychain_pidfd_open(peer.pid)
         let stat = open("/proc/\(peer.pid)/stat", O_RDONLY | O_CLOEXEC)
         let status = open("/proc/\(peer.pid)/status", O_RDONLY | O_CLOEXEC)
-        guard stat >= 0, status >= 0, let start = PeerIdentity.startTime(statFile: stat), start == peer.startTime else {
+        // The connected process still running after the opens: they were of it (its pid was not yet another's).
+        guard stat >= 0, status >= 0, let start = PeerIdentity.startTime(statFile: stat), start == peer.startTime,
+              connected < 0 || ckeychain_pidfd_exited(connected) == 0
+        else {
             for fd in [pidfd, stat, status] where fd >= 0 { close(fd) }
             return nil
         }

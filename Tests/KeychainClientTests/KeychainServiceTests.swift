@@ -149,7 +149,7 @@ struct KeychainServiceTests {
         #expect(finds("in-login") == 0)
         // Deleted through the service: a new, empty login is made at the next call, not the old handle used; and
         // the old handle is not kept alive (with its keys) by what the service remembered.
-        weak var deleted = s.keychains.openFile(atPath: s.loginKeychain().path)
+        weak let deleted = s.keychains.openFile(atPath: s.loginKeychain().path)
         #expect(deleted != nil)
         try s.deleteKeychain(s.loginKeychain())
         #expect(deleted == nil)

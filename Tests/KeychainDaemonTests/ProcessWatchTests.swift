@@ -71,6 +71,63 @@ struct ProcessWatchTests {
         #expect(try parse("") == nil)
     }
 
+    @Test("a process that connected and exited is not read as the program that took its pid after it",
+          .enabled(if: geteuid() == 0 && access("/proc/sys/kernel/ns_last_pid", W_OK) == 0 && PeerIdentity.peerPidfdsAvailable))
+    func reusedPidOfPeer() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("peer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("s").path
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        #expect(listen(listener, 4) == 0)
+        // A process connects and exits; once it is reaped its pid is free.
+        let connector = try ChildProcess.spawn(
+            "/usr/bin/python3", arguments: ["-c", "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])", path])
+        let accepted = accept(listener, nil, nil)
+        #expect(accepted >= 0)
+        defer { close(accepted) }
+        #expect(connector.wait() == .exited(0))
+        // Another program takes that pid (the kernel's next pid set just below it; another process may get there
+        // first, so a few tries).
+        var taker: ChildProcess?
+        for _ in 0..<50 where taker == nil {
+            let last = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC)
+            let text = "\(connector.pid - 1)"
+            _ = text.withCString { write(last, $0, strlen($0)) }
+            close(last)
+            let candidate = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])
+            if candidate.pid == connector.pid {
+                taker = candidate
+            } else {
+                kill(candidate.pid, SIGKILL)
+                _ = candidate.wait()
+            }
+        }
+        let sleeper = try #require(taker)
+        defer {
+            kill(sleeper.pid, SIGKILL)
+            _ = sleeper.wait()
+        }
+        // By its number, the peer now reads as the sleeping program: what SO_PEERCRED's pid alone would say.
+        let byNumber = try #require(PeerIdentity.of(pid: connector.pid, uid: geteuid()))
+        #expect(byNumber.executable?.hasSuffix("/sleep") == true)
+        // Asked of the socket, the connected process is gone, and nobody is identified in its place; nor is the
+        // sleeping program watched as the connection's process.
+        #expect(PeerIdentity.of(socket: accepted) == nil)
+        #expect(ProcessWatch(byNumber, socket: accepted) == nil)
+        #expect(ProcessWatch(byNumber) != nil)  // by pid alone it would be
+    }
+
     @Test("a watched process is the same program while it runs; once it has exited it is not, whoever gets its pid")
     func exitedProcessIsNotTheSame() throws {
         let child = try ChildProcess.spawn("/bin/sleep", arguments: ["30"])

@@ -115,4 +115,8 @@ int ckeychain_pidfd_open(pid_t pid);
 /// 1 when the process of `pidfd` has exited (the descriptor is readable), 0 while it runs, -1 with errno set.
 int ckeychain_pidfd_exited(int pidfd);
 
+/// A pidfd of the process that connected `socket` (SO_PEERPIDFD, Linux 6.5; close-on-exec): it names that process
+/// however its pid is reused later, unlike the pid SO_PEERCRED gives. -1 with errno set where the kernel has none.
+int ckeychain_peer_pidfd(int socket);
+
 #endif
