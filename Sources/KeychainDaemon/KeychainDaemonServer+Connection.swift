@@ -31,7 +31,9 @@ extension KeychainDaemonServer {
             close(fd)
             lockScheduler.connectionEnded()
         }
-        guard let peer = PeerIdentity.of(socket: fd) else { return refuse(fd, "cannot identify the caller") }
+        guard let (peer, connected) = PeerIdentity.connected(to: fd) else { return refuse(fd, "cannot identify the caller") }
+        // Made at once, so that it owns the connected process's pidfd whatever is refused below.
+        let watch = ProcessWatch(peer, connected: connected)
         guard peer.uid == geteuid() else { return refuse(fd, "keychaind serves only its own user") }
         guard let claimed = policy.caller(for: peer) else {
             // /proc/PID/exe is unreadable for a process that made itself non-dumpable before connecting.
@@ -40,7 +42,7 @@ extension KeychainDaemonServer {
         // Everything is read with the sender's pid checked against the caller's, counting from here: what was
         // queued before the caller was identified can only be its greeting and session (a client sends any other
         // request only after the greeting's answer, which goes out after the identification).
-        guard let watch = ProcessWatch(peer, socket: fd) else { return refuse(fd, "cannot identify the caller") }
+        guard let watch else { return refuse(fd, "cannot identify the caller") }
         // A connection that broke the protocol turns its process's next ones away for a while (ProtocolOffenders).
         var offended = false
         defer { if offended { offenders.record(pid: peer.pid, startTime: peer.startTime) } }

@@ -43,14 +43,26 @@ public struct PeerIdentity: Sendable, Hashable {
     /// peer's pidfd (SO_PEERPIDFD, Linux 6.5), the peer must still run once its /proc files are open: then they
     /// are its own.
     public static func of(socket fd: Int32) -> PeerIdentity? {
+        guard let (peer, pidfd) = connected(to: fd) else { return nil }
+        if pidfd >= 0 { close(pidfd) }
+        return peer
+    }
+
+    /// ``of(socket:)``, with the connected process's pidfd for the caller to keep (``ProcessWatch``) and close;
+    /// -1 where the kernel gives none.
+    static func connected(to fd: Int32) -> (peer: PeerIdentity, pidfd: Int32)? {
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
         guard ckeychain_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0 else { return nil }
-        let peer = ckeychain_peer_pidfd(fd)
+        let pidfd = ckeychain_peer_pidfd(fd)
         // ESRCH: the connected process is gone (a kernel without SO_PEERPIDFD says ENOPROTOOPT, and is read as
         // before, by pid and start time alone).
-        if peer < 0, errno == ESRCH { return nil }
-        defer { if peer >= 0 { close(peer) } }
-        return of(pid: pid, uid: uid, stillConnected: peer >= 0 ? { ckeychain_pidfd_exited(peer) == 0 } : nil)
+        if pidfd < 0, errno == ESRCH { return nil }
+        let stillConnected: (() -> Bool)? = pidfd >= 0 ? { ckeychain_pidfd_exited(pidfd) == 0 } : nil
+        guard let peer = of(pid: pid, uid: uid, stillConnected: stillConnected) else {
+            if pidfd >= 0 { close(pidfd) }
+            return nil
+        }
+        return (peer, pidfd)
     }
 
     /// Whether this kernel gives a socket's peer as a pidfd (SO_PEERPIDFD, Linux 6.5), asked of a socket pair.
@@ -295,13 +307,12 @@ final class ProcessWatch: Sendable {
 
     /// Nil when the process's files cannot be opened, or it is not the process `peer` names any more.
     ///
-    /// `socket`: the connection `peer` was identified on. Its peer's pidfd (SO_PEERPIDFD) names the process that
-    /// connected whatever happened to its pid since; without one (an older kernel, or a peer not met on a socket)
-    /// the pidfd is opened by pid.
-    init?(_ peer: PeerIdentity, socket: Int32? = nil) {
+    /// `connected`: the pidfd of the process that connected (``PeerIdentity/connected(to:)``), which this watch
+    /// takes over: it names that process whatever happened to its pid since. Without one (-1: an older kernel, or a
+    /// peer not met on a socket) the pidfd is opened by pid.
+    init?(_ peer: PeerIdentity, connected: Int32 = -1) {
         // The pidfd is opened before the start time is compared: when it matches, the identified process was alive
         // then, so it was alive at the open too, and the pidfd is its own.
-        let connected = socket.map { ckeychain_peer_pidfd($0) } ?? -1
         let pidfd = connected >= 0 ? connected : ckeychain_pidfd_open(peer.pid)
         let stat = open("/proc/\(peer.pid)/stat", O_RDONLY | O_CLOEXEC)
         let status = open("/proc/\(peer.pid)/status", O_RDONLY | O_CLOEXEC)
@@ -321,6 +332,11 @@ final class ProcessWatch: Sendable {
         } else {
             self.stat = stat
         }
+    }
+
+    /// ``init(_:connected:)`` with the pidfd of `socket`'s peer.
+    convenience init?(_ peer: PeerIdentity, socket: Int32) {
+        self.init(peer, connected: ckeychain_peer_pidfd(socket))
     }
 
     deinit {

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainTestSupport
 import KeychainWire
 import Testing
 
@@ -16,17 +17,8 @@ struct BoundaryTests {
     final class Listener {
         let fd: Int32
         init(path: String) throws {
-            unlink(path)
-            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                for (i, b) in path.utf8.enumerated() { raw[i] = b }
-            }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            guard fd >= 0, bound == 0, listen(fd, 8) == 0 else { throw KeychainError(.io, "listen \(path): errno \(errno)") }
+            fd = UnixSockets.listen(at: path, nonBlocking: true)
+            guard fd >= 0 else { throw KeychainError(.io, "listen \(path): errno \(errno)") }
             chmod(path, 0o777)
         }
 

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainClient
 import KeychainCore
+import KeychainTestSupport
 import KeychainWire
 import Testing
 
@@ -12,17 +13,7 @@ import Glibc
 @Suite("keychaind's resources, abused", .serialized)
 struct DaemonResourceTests {
     /// A connection to `socket`, or -1.
-    static func connect(_ socket: String) -> Int32 {
-        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in socket.utf8.enumerated() { raw[i] = b } }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if connected != 0 { close(fd); return -1 }
-        return fd
-    }
+    static func connect(_ socket: String) -> Int32 { UnixSockets.connect(to: socket) }
 
     static func residentKiB(_ pid: pid_t) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""

@@ -78,18 +78,9 @@ struct ProcessWatchTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("s").path
-        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let listener = UnixSockets.listen(at: path, backlog: 4)
+        #expect(listener >= 0)
         defer { close(listener) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        #expect(bound == 0)
-        #expect(listen(listener, 4) == 0)
         // A process connects and exits; once it is reaped its pid is free.
         let connector = try ChildProcess.spawn(
             "/usr/bin/python3", arguments: ["-c", "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])", path])
