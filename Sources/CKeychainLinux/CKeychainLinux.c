@@ -191,7 +191,20 @@ ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, g
     return sendmsg(socket, &message, MSG_NOSIGNAL);
 }
 
+static ssize_t recv_with_credentials(int socket, void *buffer, size_t length, int flags, pid_t *pid, uid_t *uid,
+                                     gid_t *gid);
+
 ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid, gid_t *gid) {
+    return recv_with_credentials(socket, buffer, length, 0, pid, uid, gid);
+}
+
+ssize_t ckeychain_recv_available_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid) {
+    gid_t gid;
+    return recv_with_credentials(socket, buffer, length, MSG_DONTWAIT, pid, uid, &gid);
+}
+
+static ssize_t recv_with_credentials(int socket, void *buffer, size_t length, int flags, pid_t *pid, uid_t *uid,
+                                     gid_t *gid) {
     union {
         struct cmsghdr align;
         char bytes[CMSG_SPACE(sizeof(struct ucred))];
@@ -205,7 +218,7 @@ ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length,
     *pid = 0;
     *uid = (uid_t)-1;
     *gid = (gid_t)-1;
-    ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC | flags);
     if (n <= 0) return n;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c != NULL; c = CMSG_NXTHDR(&message, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
@@ -236,6 +249,9 @@ ssize_t ckeychain_send_as_group(int socket, const void *buffer, size_t length, g
 }
 ssize_t ckeychain_recv_with_credentials(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid, gid_t *gid) {
     (void)socket; (void)buffer; (void)length; *pid = 0; *uid = (uid_t)-1; *gid = (gid_t)-1; errno = ENOSYS; return -1;
+}
+ssize_t ckeychain_recv_available_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid) {
+    (void)socket; (void)buffer; (void)length; *pid = 0; *uid = (uid_t)-1; errno = ENOSYS; return -1;
 }
 int ckeychain_accept_cloexec(int socket) { (void)socket; errno = ENOSYS; return -1; }
 int ckeychain_queued_bytes(int socket) { (void)socket; errno = ENOSYS; return -1; }
@@ -358,4 +374,47 @@ int ckeychain_pidfd_exited(int pidfd) {
 int ckeychain_pidfd_open(pid_t pid) { (void)pid; errno = ENOSYS; return -1; }
 int ckeychain_pidfd_exited(int pidfd) { (void)pidfd; errno = ENOSYS; return -1; }
 int ckeychain_peer_pidfd(int socket) { (void)socket; errno = ENOSYS; return -1; }
+#endif
+
+#if defined(__linux__)
+#include <sys/epoll.h>
+
+int ckeychain_poll_open(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+static int poll_control(int poll, int operation, int fd, int once) {
+    struct epoll_event event;
+    memset(&event, 0, sizeof event);
+    event.events = EPOLLIN | (once ? EPOLLONESHOT : 0);
+    event.data.fd = fd;
+    return epoll_ctl(poll, operation, fd, &event);
+}
+
+int ckeychain_poll_add(int poll, int fd, int once) { return poll_control(poll, EPOLL_CTL_ADD, fd, once); }
+
+int ckeychain_poll_rearm(int poll, int fd) { return poll_control(poll, EPOLL_CTL_MOD, fd, 1); }
+
+int ckeychain_poll_next(int poll) {
+    struct epoll_event event;
+    int ready = epoll_wait(poll, &event, 1, -1);
+    if (ready < 0) return -1;
+    if (ready == 0) { errno = EINTR; return -1; }
+    return event.data.fd;
+}
+#else
+int ckeychain_poll_open(void) { errno = ENOSYS; return -1; }
+int ckeychain_poll_add(int poll, int fd, int once) { (void)poll; (void)fd; (void)once; errno = ENOSYS; return -1; }
+int ckeychain_poll_rearm(int poll, int fd) { (void)poll; (void)fd; errno = ENOSYS; return -1; }
+int ckeychain_poll_next(int poll) { (void)poll; errno = ENOSYS; return -1; }
+#endif
+
+#if defined(__linux__)
+#include <sched.h>
+int ckeychain_cpu_count(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    return CPU_COUNT(&set);
+}
+#else
+int ckeychain_cpu_count(void) { errno = ENOSYS; return -1; }
 #endif

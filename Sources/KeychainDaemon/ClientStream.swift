@@ -26,6 +26,12 @@ final class ClientStream {
     private var aheadStart = 0
     private var aheadEnd = 0
     static let readAhead = 4096
+    /// The frame being received: its announced length (nil between frames), what arrived of it so far.
+    private var pendingLength: Int?
+    private var pendingBody: [UInt8] = []
+    private var pendingFilled = 0
+    /// How much of the frame being received has arrived (for tests).
+    var pendingBytes: Int { pendingFilled }
 
     /// Starts reading `fd`, whose caller `peer` has just been identified.
     init(fd: Int32, peer: pid_t) {
@@ -37,32 +43,81 @@ final class ClientStream {
 
     deinit {
         ahead.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
+        pendingBody.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
     }
 
     /// Whether a frame that starts at `offset` was (at least partly) sent before the caller was identified.
     func sentBeforeIdentification(_ offset: Int) -> Bool { offset < queuedAtIdentification }
 
-    /// Reads one frame of at most `limit` bytes; nil at a clean end of stream. A frame from another process is an
-    /// error that ends the connection.
+    /// What one look at the connection gave.
+    enum Received: Equatable {
+        /// A whole frame (its body).
+        case frame([UInt8])
+        /// Nothing more has arrived yet: what did arrive of a frame is kept for the next look.
+        case waiting
+        /// The client closed the connection between frames.
+        case end
+    }
+
+    /// Takes one frame of at most `limit` bytes if all of it has arrived, without waiting: a client that sends half
+    /// a frame and stops costs the bytes it sent, not a thread. A frame from another process is an error that ends
+    /// the connection.
+    func receiveAvailable(limit: Int) throws(WireError) -> Received {
+        if pendingLength == nil {
+            switch try fillAhead(atLeast: 4) {
+            case .waiting: return .waiting
+            case .end: return .end
+            case .ready: break
+            }
+            let length = ahead[aheadStart..<(aheadStart + 4)].reduce(0) { Int($0) << 8 | Int($1) }
+            guard length <= limit else { throw .tooLarge(length) }
+            aheadStart += 4
+            startBody(length)
+        }
+        guard let length = pendingLength else { return .waiting }
+        while pendingFilled < length {
+            if pendingFilled == pendingBody.count {
+                // Twice the size (at most the frame's), the old buffer wiped: a frame may carry a secret.
+                var bigger = [UInt8](repeating: 0, count: min(length, pendingBody.count * 2))
+                bigger.withUnsafeMutableBytes { target in pendingBody.withUnsafeBytes { target.copyMemory(from: $0) } }
+                pendingBody.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
+                pendingBody = bigger
+            }
+            guard let n = try read(into: &pendingBody, from: pendingFilled, upTo: pendingBody.count) else { return .waiting }
+            if n == 0 { throw .truncated }
+            pendingFilled += n
+        }
+        let frame = pendingBody
+        pendingBody = []
+        pendingLength = nil
+        pendingFilled = 0
+        consumed += 4 + length
+        return .frame(frame)
+    }
+
+    /// Reads one frame of at most `limit` bytes, waiting for it; nil at a clean end of stream.
     func receive(limit: Int) throws(WireError) -> [UInt8]? {
-        guard try fillAhead(atLeast: 4, allowEnd: true) else { return nil }
-        let length = ahead[aheadStart..<(aheadStart + 4)].reduce(0) { Int($0) << 8 | Int($1) }
-        guard length <= limit else { throw .tooLarge(length) }
-        aheadStart += 4
-        consumed += 4
-        return try body(length)
+        while true {
+            switch try receiveAvailable(limit: limit) {
+            case .frame(let frame): return frame
+            case .end: return nil
+            case .waiting:
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                while poll(&descriptor, 1, -1) < 0 && errno == EINTR {}
+            }
+        }
     }
 
     /// Memory grows with the bytes that arrive, not with the length a header announces: a client that announces
     /// megabytes and sends nothing costs one chunk.
     static let chunk = 64 << 10
 
-    /// A frame's `count` bytes: first those read ahead, then the rest read straight into the frame (never beyond it).
-    private func body(_ count: Int) throws(WireError) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: min(count, Self.chunk))
+    /// A frame of `count` bytes begins: its first chunk, with the bytes already read ahead moved in.
+    private func startBody(_ count: Int) {
+        pendingBody = [UInt8](repeating: 0, count: min(count, Self.chunk))
         let buffered = min(count, aheadEnd - aheadStart)
         if buffered > 0 {
-            out.withUnsafeMutableBytes { target in
+            pendingBody.withUnsafeMutableBytes { target in
                 ahead.withUnsafeMutableBytes { source in
                     let taken = UnsafeMutableRawBufferPointer(rebasing: source[aheadStart..<(aheadStart + buffered)])
                     target.baseAddress!.copyMemory(from: taken.baseAddress!, byteCount: buffered)
@@ -71,25 +126,15 @@ final class ClientStream {
             }
             aheadStart += buffered
         }
-        var offset = buffered
-        while offset < count {
-            if offset == out.count {
-                // Twice the size (at most the frame's), the old buffer wiped: a frame may carry a secret.
-                var bigger = [UInt8](repeating: 0, count: min(count, out.count * 2))
-                bigger.withUnsafeMutableBytes { target in out.withUnsafeBytes { target.copyMemory(from: $0) } }
-                out.withUnsafeMutableBytes { if let base = $0.baseAddress { wipe(base, $0.count) } }
-                out = bigger
-            }
-            let n = try read(into: &out, from: offset, upTo: out.count)
-            if n == 0 { throw .truncated }
-            offset += n
-        }
-        consumed += count
-        return out
+        pendingLength = count
+        pendingFilled = buffered
     }
 
-    /// Reads until at least `count` bytes are read ahead; false at a clean end of stream (nothing of a frame read).
-    private func fillAhead(atLeast count: Int, allowEnd: Bool) throws(WireError) -> Bool {
+    private enum Fill { case ready, waiting, end }
+
+    /// Reads what has arrived until at least `count` bytes are read ahead; `.end` at a clean end of stream (nothing
+    /// of a frame read).
+    private func fillAhead(atLeast count: Int) throws(WireError) -> Fill {
         if aheadStart == aheadEnd {
             aheadStart = 0
             aheadEnd = 0
@@ -104,26 +149,28 @@ final class ClientStream {
                 aheadStart = 0
                 aheadEnd = left
             }
-            let n = try read(into: &ahead, from: aheadEnd, upTo: ahead.count)
+            guard let n = try read(into: &ahead, from: aheadEnd, upTo: ahead.count) else { return .waiting }
             if n == 0 {
-                if allowEnd && aheadEnd == aheadStart { return false }
+                if aheadEnd == aheadStart { return .end }
                 throw .truncated
             }
             aheadEnd += n
         }
-        return true
+        return .ready
     }
 
-    /// One read into `buffer[from..<upTo]`, of bytes the connecting process sent; 0 at the end of the stream.
-    private func read(into buffer: inout [UInt8], from start: Int, upTo end: Int) throws(WireError) -> Int {
+    /// One read into `buffer[from..<upTo]` of bytes the connecting process sent, without waiting: nil when none
+    /// are queued, 0 at the end of the stream.
+    private func read(into buffer: inout [UInt8], from start: Int, upTo end: Int) throws(WireError) -> Int? {
         while true {
             var sender: pid_t = 0
             var uid: uid_t = 0
             let n = buffer[start..<end].withUnsafeMutableBytes {
-                ckeychain_recv_with_sender(fd, $0.baseAddress, $0.count, &sender, &uid)
+                ckeychain_recv_available_with_sender(fd, $0.baseAddress, $0.count, &sender, &uid)
             }
             if n < 0 {
                 if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return nil }
                 throw .truncated
             }
             if n == 0 { return 0 }

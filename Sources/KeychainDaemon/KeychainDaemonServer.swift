@@ -13,16 +13,18 @@ import KeychainThreads
 import Glibc
 #endif
 
-/// keychaind: one per user and set of keychain directories. Each connection is served on a thread of its own (a
-/// slow or stuck client holds only its own thread); every connection of the daemon shares one set of open
-/// keychains, so a keychain unlocked by one client is unlocked for all until it locks.
+/// keychaind: one per user and set of keychain directories. Its connections are served by a thread per CPU
+/// (``ConnectionLoop``), and anything that waits on a person or a client is done off those threads, so a slow or
+/// stuck client holds nobody else up; every connection of the daemon shares one set of open keychains, so a
+/// keychain unlocked by one client is unlocked for all until it locks.
 ///
-/// By job, one file each: listening (this file: the socket, the single-instance lock, accepting),
-/// one client (`+Connection`: greeting, identity checks, requests, event stream), asking the user (`+Asking`),
+/// By job, one file each: listening (this file: the socket, the single-instance lock), serving connections
+/// (`ConnectionLoop`: accepting, the threads, who waits where), identifying a client (`+Connection`), one client
+/// (`DaemonConnection`: greeting, identity checks, requests, event stream), asking the user (`+Asking`),
 /// locking on a schedule (`LockScheduler`: idle deadlines, waking, a replaced socket; logind's sleep signal in
 /// `+Locking`), events (`EventHub`), the Secret Service wiring (`+SecretService`; the D-Bus objects themselves are in
 /// `SecretService/`), and its lifetime under a ServiceGroup (`+Service`).
-public final class KeychainDaemonServer: Sendable {
+public final class KeychainDaemonServer: Sendable, ConnectionHost {
     public let locations: KeychainLocations
     public let socket: URL
     let policy: CallerPolicy
@@ -92,6 +94,7 @@ public final class KeychainDaemonServer: Sendable {
             _ = fcntl(3, F_SETFD, FD_CLOEXEC)
             _ = ckeychain_pass_credentials(3)  // inherited by every accepted connection (see ClientStream)
             listening = Mutex(3)
+            connections = try ConnectionLoop(listening: 3)
             return
         }
         unlink(socket.path)  // a socket left by a daemon that died; we hold the lock, so it is not in use
@@ -116,6 +119,7 @@ public final class KeychainDaemonServer: Sendable {
         _ = ckeychain_pass_credentials(fd)
         guard bound == 0, listen(fd, 64) == 0 else { throw .failed("cannot listen on \(socket.path) (errno \(errno))") }
         listening = Mutex(fd)
+        connections = try ConnectionLoop(listening: fd)
     }
 
     public enum StartError: Error, Sendable {
@@ -140,12 +144,7 @@ public final class KeychainDaemonServer: Sendable {
                 }, logger: logger),
             socket: socket, socketAtStart: socketAtStart)
         accessLogKeyReady()
-        let listeningStopped = DispatchSemaphore(value: 0)
-        let fd = listening.withLock { $0 }
-        if !DetachedThread.start(name: "keychaind", stackSize: 1 << 20, { [self] in accept(on: fd, until: listeningStopped) }) {
-            accept(on: fd, until: listeningStopped)  // no thread to spare: accept (and serve) here
-        }
-        listeningStopped.wait()
+        connections.run(host: self)
         stopped.store(true, ordering: .relaxed)
         lockScheduler.stop()
         // The log first: its checkpoint goes into the login keychain, which must still be open. Then every file
@@ -156,7 +155,7 @@ public final class KeychainDaemonServer: Sendable {
         if Self.identity(of: socket.path) == socketAtStart { unlink(socket.path) }
     }
 
-    public func stop() { _ = shutdown(listening.withLock { $0 }, Int32(SHUT_RDWR)) }
+    public func stop() { connections.stop() }
 
     /// What to do when the socket was removed or replaced and nobody can reach this server any more: by default it
     /// stops; keychaind shuts its whole service group down instead (sync's rounds first, then this server).
@@ -167,33 +166,6 @@ public final class KeychainDaemonServer: Sendable {
 
     /// A word to the user from a service of this server: keychaind has no terminal, so it goes to its log.
     var daemonNotice: @Sendable (String) -> Void { { [logger] text in logger.notice("\(text)") } }
-
-    /// One accepting thread at a time (leader and followers): the thread that takes a connection first starts the
-    /// next accepting thread, then serves its client, so a new thread's start overlaps the client's first call
-    /// instead of delaying it. Signals `stopped` once the listening socket is shut down.
-    func accept(on fd: Int32, until stopped: DispatchSemaphore) {
-        while true {
-            // Close-on-exec from the start: no program keychaind starts (pinentry) inherits a client's connection.
-            let client = ckeychain_accept_cloexec(fd)
-            if client < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                // Out of descriptors or memory: a resource error, never a reason to stop serving. The connection
-                // stays queued; wait for some to close and try again.
-                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
-                    usleep(50_000)
-                    continue
-                }
-                stopped.signal()  // the listening socket was shut down (stop) or is gone
-                return
-            }
-            if turnedAway(client) { continue }
-            let handedOver = DetachedThread.start(name: "keychaind", stackSize: 1 << 20) { [self] in
-                accept(on: fd, until: stopped)
-            }
-            serve(client)
-            if handedOver { return }  // else no thread could be made: this one accepts again
-        }
-    }
 
     /// Whether `client` comes from a process that is being turned away for breaking the protocol (``ProtocolOffenders``):
     /// then it is told so in one frame and closed, here on the accepting thread, without a thread of its own.
@@ -216,6 +188,8 @@ public final class KeychainDaemonServer: Sendable {
     }
 
     let stopped = Atomic(false)
+    /// Every connection, and the threads that serve them.
+    let connections: ConnectionLoop
     let lockScheduler: LockScheduler
     /// keychaind's messages (standard error, or the journal: ``ProcessLogHandler``).
     let logger = Logger(label: "keychaind")

@@ -133,4 +133,41 @@ struct DaemonResourceTests {
         #expect(during - before < 64 * 1024, "resident \(before) KiB before, \(during) KiB with 100 announced frames")
         #expect(try home.run("security", "list-keychains").status == 0)
     }
+    static func threads(_ pid: pid_t) -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? 0
+    }
+
+    @Test("issue 22: clients that sent half a frame and stopped hold no thread of keychaind; the others are served meanwhile")
+    func halfFramesHoldNoThread() throws {
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
+        let socket = try Self.socket(in: home)
+        let pid = try #require(home.daemonPID)
+        let before = Self.threads(pid)
+        var held: [Int32] = []
+        for _ in 0..<150 {
+            let fd = Self.connect(socket)
+            guard fd >= 0 else { continue }
+            held.append(fd)
+            // Greeted, then half a request: a header announcing 100 bytes, and 10 of them.
+            #expect(Self.greet(fd)?.first != 0)
+            let half: [UInt8] = [0, 0, 0, 100] + [UInt8](repeating: 1, count: 10)
+            _ = half.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        usleep(300_000)
+        let during = Self.threads(pid)
+        #expect(held.count == 150)
+        // A thread per connection would be 150 more.
+        #expect(during - before < 10, "keychaind's threads: \(before) before, \(during) with 150 half frames")
+        #expect(try home.run("security", "list-keychains").status == 0)
+        // The rest of a frame, when it comes, is answered: the half kept was not lost. (An empty request body is
+        // not a request: an error answer, on a connection that stays open.)
+        let fd = held[0]
+        _ = [UInt8](repeating: 1, count: 90).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        #expect((try? Framing.receive(on: fd, limit: 1 << 20)) != nil, "the completed frame was answered")
+        for fd in held { close(fd) }
+    }
 }

@@ -118,4 +118,33 @@ struct ClientStreamTests {
         #expect(try own.receive(limit: 10) == [7, 7])
         #expect(throws: WireError.malformed("frame from another process (pid \(child.pid))")) { try own.receive(limit: 10) }
     }
+    @Test("without waiting: half a frame is kept and reported as waiting, and comes out whole once the rest arrives; a clean end between frames is the end")
+    func availableWithoutWaiting() throws {
+        let (server, client) = try pair()
+        defer { close(server) }
+        let stream = ClientStream(fd: server, peer: getpid())
+        #expect(try stream.receiveAvailable(limit: 1 << 20) == .waiting)
+        let body = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        let bytes = frame(body)
+        // Two bytes of the header, then all but the last byte, then the last one.
+        write(client, bytes[0..<2])
+        #expect(try stream.receiveAvailable(limit: 1 << 20) == .waiting)
+        var taken = [UInt8]()
+        let writer = Thread { write(client, bytes[2..<(bytes.count - 1)]) }
+        writer.start()
+        // The writer fills the socket's buffer in turns with these reads.
+        for _ in 0..<10_000 {
+            let got = try stream.receiveAvailable(limit: 1 << 20)
+            #expect(got == .waiting)
+            if got != .waiting { break }
+            if stream.pendingBytes == bytes.count - 5 { break }
+            usleep(1_000)
+        }
+        write(client, bytes[(bytes.count - 1)...])
+        if case .frame(let whole) = try stream.receiveAvailable(limit: 1 << 20) { taken = whole }
+        #expect(taken == body)
+        #expect(stream.consumed == bytes.count)
+        close(client)
+        #expect(try stream.receiveAvailable(limit: 1 << 20) == .end)
+    }
 }

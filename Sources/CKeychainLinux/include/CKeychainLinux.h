@@ -67,6 +67,9 @@ int ckeychain_pass_credentials(int socket);
 /// with errno set.
 ssize_t ckeychain_recv_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid);
 
+/// ``ckeychain_recv_with_sender`` that never waits (MSG_DONTWAIT): -1 with errno EAGAIN when nothing is queued.
+ssize_t ckeychain_recv_available_with_sender(int socket, void *buffer, size_t length, pid_t *pid, uid_t *uid);
+
 /// send(2) of `buffer` with this process's pid and real uid and `group` as its credentials (SCM_CREDENTIALS). The
 /// kernel refuses a group that is not this process's real, effective or saved group (EPERM), so a receiver that
 /// sees it knows the sender holds that group. Returns the bytes sent or -1 with errno set.
@@ -119,4 +122,20 @@ int ckeychain_pidfd_exited(int pidfd);
 /// however its pid is reused later, unlike the pid SO_PEERCRED gives. -1 with errno set where the kernel has none.
 int ckeychain_peer_pidfd(int socket);
 
+
+/// An epoll descriptor (close-on-exec), or -1 with errno set.
+int ckeychain_poll_open(void);
+
+/// Watches `fd` for input (EPOLLIN; with `once`, EPOLLONESHOT: after one report it is silent until rearmed, so one
+/// thread at a time has it). Returns 0, or -1 with errno set.
+int ckeychain_poll_add(int poll, int fd, int once);
+
+/// Arms `fd` (added with `once`) for its next report. Returns 0, or -1 with errno set.
+int ckeychain_poll_rearm(int poll, int fd);
+
+/// Waits for one descriptor of `poll` to be ready and returns it, or -1 with errno set (EINTR: try again).
+int ckeychain_poll_next(int poll);
+
+/// How many CPUs this process may run on (sched_getaffinity), or -1 with errno set.
+int ckeychain_cpu_count(void);
 #endif
