@@ -418,3 +418,10 @@ int ckeychain_cpu_count(void) {
 #else
 int ckeychain_cpu_count(void) { errno = ENOSYS; return -1; }
 #endif
+
+#include <time.h>
+uint64_t ckeychain_monotonic_nanoseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}

@@ -32,6 +32,9 @@ final class ClientStream {
     private var pendingFilled = 0
     /// How much of the frame being received has arrived (for tests).
     var pendingBytes: Int { pendingFilled }
+    /// Whether bytes were read ahead that no frame has taken yet: only then can another frame be whole without a
+    /// read (a client sends its next request after this one's answer; a look at the socket would find nothing).
+    var hasBytesAhead: Bool { aheadEnd > aheadStart }
 
     /// Starts reading `fd`, whose caller `peer` has just been identified.
     init(fd: Int32, peer: pid_t) {

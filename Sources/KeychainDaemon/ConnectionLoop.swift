@@ -306,9 +306,5 @@ final class ConnectionLoop: Sendable {
         if closing { entry.connection.close() }
     }
 
-    private static func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
+    private static func now() -> UInt64 { ckeychain_monotonic_nanoseconds() }
 }

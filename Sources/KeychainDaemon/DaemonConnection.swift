@@ -40,7 +40,7 @@ final class DaemonConnection: @unchecked Sendable {
 
     /// At most this many requests are served per turn, so that a client that sends requests ahead of their
     /// answers does not keep a thread from the others.
-    static let framesPerTurn = 8
+    static let framesPerTurn = 4
 
     init(server: KeychainDaemonServer, fd: Int32, peer: PeerIdentity, claimed: Caller, watch: ProcessWatch) {
         self.server = server
@@ -73,6 +73,7 @@ final class DaemonConnection: @unchecked Sendable {
                 }
                 guard server.sendAsKeychaind(server.greeting, on: fd) else { return false }
                 phase = .serving
+                if !stream.hasBytesAhead { return true }
             case .serving:
                 let start = stream.consumed
                 var frame: [UInt8]

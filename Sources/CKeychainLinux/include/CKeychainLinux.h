@@ -1,6 +1,7 @@
 #ifndef C_KEYCHAIN_LINUX_H
 #define C_KEYCHAIN_LINUX_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 /// Marks the process non-dumpable (PR_SET_DUMPABLE 0): no core file, and other processes of the same user can no
@@ -138,4 +139,7 @@ int ckeychain_poll_next(int poll);
 
 /// How many CPUs this process may run on (sched_getaffinity), or -1 with errno set.
 int ckeychain_cpu_count(void);
+
+/// CLOCK_MONOTONIC in nanoseconds.
+uint64_t ckeychain_monotonic_nanoseconds(void);
 #endif
