@@ -393,18 +393,18 @@ int ckeychain_poll_add(int poll, int fd, int once) { return poll_control(poll, E
 
 int ckeychain_poll_rearm(int poll, int fd) { return poll_control(poll, EPOLL_CTL_MOD, fd, 1); }
 
-int ckeychain_poll_next(int poll) {
+int ckeychain_poll_next(int poll, int milliseconds) {
     struct epoll_event event;
-    int ready = epoll_wait(poll, &event, 1, -1);
+    int ready = epoll_wait(poll, &event, 1, milliseconds);
     if (ready < 0) return -1;
-    if (ready == 0) { errno = EINTR; return -1; }
+    if (ready == 0) { errno = EAGAIN; return -1; }
     return event.data.fd;
 }
 #else
 int ckeychain_poll_open(void) { errno = ENOSYS; return -1; }
 int ckeychain_poll_add(int poll, int fd, int once) { (void)poll; (void)fd; (void)once; errno = ENOSYS; return -1; }
 int ckeychain_poll_rearm(int poll, int fd) { (void)poll; (void)fd; errno = ENOSYS; return -1; }
-int ckeychain_poll_next(int poll) { (void)poll; errno = ENOSYS; return -1; }
+int ckeychain_poll_next(int poll, int milliseconds) { (void)poll; (void)milliseconds; errno = ENOSYS; return -1; }
 #endif
 
 #if defined(__linux__)

@@ -52,9 +52,9 @@ final class ConnectionLoop: Sendable {
 
     private struct State {
         var connections: [Int32: Entry] = [:]
+        /// Held connections with whole frames already read ahead, which epoll cannot report: served next.
+        var ready: [Entry] = []
         var members: [Member] = []
-        /// Threads the watch added beyond the pool's size; the stuck ones end when their work ends.
-        var extra = 0
         var stopped = false
     }
 
@@ -64,61 +64,66 @@ final class ConnectionLoop: Sendable {
     static let stuckAfter: UInt64 = 20_000_000  // 20 ms
     /// The most threads the watch adds on top of the pool (each one a request stuck on something slow).
     static let maximumExtra = 64
+    static let stack = 1 << 20
 
     private let poll: Int32
+    /// Readable from stop() on (never read: every thread sees it).
     private let wake: Int32
+    /// Readable while `ready` may hold connections (read empty by the thread that wakes for it).
+    private let readyWake: Int32
     private let listening: Int32
     private let state = Mutex(State())
-    /// Set by ``stop()``; the workers end, once its wake-up reaches them.
+    /// `state.members.count` and `state.ready.count`, for looks without the lock.
+    private let memberCount = Atomic(0)
+    private let readyCount = Atomic(0)
+    /// Set by ``stop()``; the threads end once its wake-up reaches them.
     private let stopRequested = Atomic(false)
-    private let listeningEnded = Condition()
-    private let ended = Atomic(false)
-    /// The watch sleeps while no thread is busy; a thread that starts work wakes it (``busy(_:)``).
+    private let ended = Condition()
+    private let endedFlag = Atomic(false)
+    /// The watch sleeps while no thread is busy and the pool is whole; a thread that starts work wakes it.
     private let watchCondition = Condition()
     private let watchAsleep = Atomic(false)
-    private let extraCount = Atomic(0)
 
-    /// Watches `listening` (made non-blocking here: a thread only accepts when a connection is queued).
+    /// Watches `listening` (made non-blocking here: a thread accepts only when a connection is queued).
     init(listening: Int32) throws(KeychainDaemonServer.StartError) {
         let cpus = ckeychain_cpu_count()
         size = cpus > 0 ? Int(cpus) : 2
         self.listening = listening
         poll = ckeychain_poll_open()
         wake = ckeychain_wake_open()
-        guard poll >= 0, wake >= 0 else { throw .failed("cannot make an epoll set (errno \(errno))") }
+        readyWake = ckeychain_wake_open()
+        guard poll >= 0, wake >= 0, readyWake >= 0 else { throw .failed("cannot make an epoll set (errno \(errno))") }
         _ = fcntl(listening, F_SETFL, fcntl(listening, F_GETFL) | O_NONBLOCK)
-        // The wake-up is level-triggered and never read: once stop() writes it, every thread sees it.
-        guard ckeychain_poll_add(poll, wake, 0) == 0, ckeychain_poll_add(poll, listening, 1) == 0 else {
-            throw .failed("cannot watch the socket (errno \(errno))")
-        }
+        guard ckeychain_poll_add(poll, wake, 0) == 0, ckeychain_poll_add(poll, readyWake, 0) == 0,
+            ckeychain_poll_add(poll, listening, 1) == 0
+        else { throw .failed("cannot watch the socket (errno \(errno))") }
     }
 
     deinit {
         close(poll)
         close(wake)
+        close(readyWake)
     }
 
     /// Serves until ``stop()`` (or the listening socket is shut down), then ends the pool and closes every connection
-    /// that no thread has; a request under way finishes first.
+    /// that no thread has.
     func run(host: some ConnectionHost) {
         let threads = state.withLock { state in
             state.members = (0..<size).map { _ in Member(loop: self, host: host) }
+            memberCount.store(state.members.count, ordering: .relaxed)
             return state.members
         }
-        for member in threads.dropFirst() where !DetachedThread.start(name: "keychaind", stackSize: Self.stack, parks: false, {
-            member.loop.work(as: member)
-        }) {
-            state.withLock { $0.members.removeAll { $0 === member } }
-        }
+        for member in threads.dropFirst() { start(member) }
         _ = DetachedThread.start(name: "keychaind-watch", parks: false) { [self] in watch(host: host) }
         work(as: threads[0])  // this thread is one of the pool
-        listeningEnded.lock()
-        while !ended.load(ordering: .relaxed) { listeningEnded.wait() }
-        listeningEnded.unlock()
+        ended.lock()
+        while !endedFlag.load(ordering: .relaxed) { ended.wait() }
+        ended.unlock()
         let idle = state.withLock { state -> [Entry] in
             state.stopped = true
-            let idle = state.connections.values.filter { !$0.held }
+            let idle = state.connections.values.filter { !$0.held } + state.ready
             for entry in idle { state.connections[entry.connection.fd] = nil }
+            state.ready = []
             return idle
         }
         for entry in idle { entry.connection.close() }
@@ -134,8 +139,6 @@ final class ConnectionLoop: Sendable {
         _ = ckeychain_wake(wake)
     }
 
-    static let stack = 1 << 20
-
     // MARK: - The pool's threads
 
     @TaskLocal static var member: Member?
@@ -148,6 +151,7 @@ final class ConnectionLoop: Sendable {
         let loop = member.loop
         let replacement = loop.state.withLock { state -> Member? in
             state.members.removeAll { $0 === member }
+            defer { loop.memberCount.store(state.members.count, ordering: .relaxed) }
             guard !state.stopped, state.members.count < loop.size else { return nil }
             let next = Member(loop: loop, host: member.host)
             state.members.append(next)
@@ -156,57 +160,81 @@ final class ConnectionLoop: Sendable {
         if let replacement { loop.start(replacement) }
     }
 
+    /// Starts `member`'s thread; a thread that cannot be made leaves the pool short, which the watch tops up.
     private func start(_ member: Member) {
         let started = DetachedThread.start(name: "keychaind", stackSize: Self.stack, parks: false) {
             member.loop.work(as: member)
         }
-        if !started { state.withLock { $0.members.removeAll { $0 === member } } }
+        if !started { leave(member) }
+    }
+
+    private func leave(_ member: Member) {
+        state.withLock { state in
+            state.members.removeAll { $0 === member }
+            memberCount.store(state.members.count, ordering: .relaxed)
+        }
     }
 
     private func work(as member: Member) {
         Self.$member.withValue(member) {
+            // Connections with frames read ahead and those epoll reports take turns, so neither kind starves.
+            var readyFirst = true
             while !stopRequested.load(ordering: .relaxed) {
-                let fd = ckeychain_poll_next(poll)
-                if fd < 0 {
-                    if errno == EINTR { continue }
-                    break
+                let anyReady = readyCount.load(ordering: .relaxed) > 0
+                if anyReady && readyFirst, let entry = nextReady() {
+                    readyFirst = false
+                    busy(member)
+                    settle(entry, entry.connection.serveAvailable())
+                } else {
+                    readyFirst = true
+                    let fd = ckeychain_poll_next(poll, anyReady ? 0 : -1)
+                    if fd < 0 {
+                        if errno == EINTR || errno == EAGAIN { continue }
+                        stop()  // the epoll set is unusable: nothing more can be served
+                        break
+                    }
+                    if fd == wake { break }
+                    if fd == readyWake {
+                        ckeychain_drain(readyWake)
+                        continue
+                    }
+                    busy(member)
+                    if fd == listening { acceptOne(host: member.host) } else { serve(fd) }
                 }
-                if fd == wake { break }
-                busy(member)
-                if fd == listening { acceptOne(host: member.host) } else { serve(fd) }
                 let began = member.busySince.exchange(0, ordering: .relaxed)
                 guard stays(member, busyFor: Self.now() &- began) else { return }
             }
             // Stopping: the first thread out tells run() (the listening socket takes no more connections).
-            state.withLock { $0.members.removeAll { $0 === member } }
-            listeningEnded.lock()
-            ended.store(true, ordering: .relaxed)
-            listeningEnded.broadcast()
-            listeningEnded.unlock()
+            leave(member)
+            ended.lock()
+            endedFlag.store(true, ordering: .relaxed)
+            ended.broadcast()
+            ended.unlock()
         }
     }
 
     /// Marks `member` busy from now on, and wakes the watch if it sleeps.
     private func busy(_ member: Member) {
         member.busySince.store(Self.now(), ordering: .sequentiallyConsistent)
-        if watchAsleep.load(ordering: .sequentiallyConsistent) {
-            watchCondition.lock()
-            watchAsleep.store(false, ordering: .sequentiallyConsistent)
-            watchCondition.signal()
-            watchCondition.unlock()
-        }
+        if watchAsleep.load(ordering: .sequentiallyConsistent) { wakeWatch() }
     }
 
-    /// Whether `member` goes on after its work: one that left the pool comes back if a place is free; one of
-    /// those the watch found stuck ends when the watch has added threads in their place.
+    private func wakeWatch() {
+        watchCondition.lock()
+        watchAsleep.store(false, ordering: .sequentiallyConsistent)
+        watchCondition.signal()
+        watchCondition.unlock()
+    }
+
+    /// Whether `member` goes on after its work: one that left the pool comes back if the pool is short; one that was
+    /// stuck ends if the watch has added threads since (the pool is over its size).
     private func stays(_ member: Member, busyFor elapsed: UInt64) -> Bool {
         if member.inPool.load(ordering: .relaxed) {
-            guard extraCount.load(ordering: .relaxed) > 0, elapsed >= Self.stuckAfter else { return true }
+            guard elapsed >= Self.stuckAfter, memberCount.load(ordering: .relaxed) > size else { return true }
             return state.withLock { state in
-                guard state.extra > 0 else { return true }
-                state.extra -= 1
-                extraCount.store(state.extra, ordering: .relaxed)
+                guard state.members.count > size else { return true }
                 state.members.removeAll { $0 === member }
+                memberCount.store(state.members.count, ordering: .relaxed)
                 return false
             }
         }
@@ -214,39 +242,49 @@ final class ConnectionLoop: Sendable {
             guard !state.stopped, state.members.count < size else { return false }
             member.inPool.store(true, ordering: .relaxed)
             state.members.append(member)
+            memberCount.store(state.members.count, ordering: .relaxed)
             return true
         }
     }
 
     /// Every few milliseconds while a thread is busy: when every thread of the pool has been on its current request
-    /// for ``stuckAfter``, one more is started. Sleeps while none is busy.
+    /// for ``stuckAfter``, one more is started; a pool short of its size (a thread that could not be made) is
+    /// topped up. Sleeps while no thread is busy and the pool is whole.
     private func watch(host: any ConnectionHost) {
         while !stopRequested.load(ordering: .relaxed) {
-            let members = state.withLock { $0.members }
-            let now = Self.now()
-            let since = members.map { $0.busySince.load(ordering: .sequentiallyConsistent) }
-            if since.allSatisfy({ $0 == 0 }) {
+            let (since, short) = busyTimes()
+            let now = Self.now()  // after the looks: a thread that became busy since is not counted as stuck
+            let stuck = !since.isEmpty && since.allSatisfy { $0 != 0 && now &- min($0, now) >= Self.stuckAfter }
+            if short || stuck {
+                let added = state.withLock { state -> Member? in
+                    guard !state.stopped, state.members.count < size + Self.maximumExtra else { return nil }
+                    let next = Member(loop: self, host: host)
+                    state.members.append(next)
+                    memberCount.store(state.members.count, ordering: .relaxed)
+                    return next
+                }
+                if let added { start(added) }
+            } else if since.allSatisfy({ $0 == 0 }) {
                 watchCondition.lock()
                 watchAsleep.store(true, ordering: .sequentiallyConsistent)
                 // Looked at again after saying so: a thread that became busy before it could see the flag is seen.
-                let anyBusy = members.contains { $0.busySince.load(ordering: .sequentiallyConsistent) != 0 }
-                if !anyBusy && !stopRequested.load(ordering: .relaxed) { watchCondition.wait() }
+                let (again, shortNow) = busyTimes()
+                if again.allSatisfy({ $0 == 0 }) && !shortNow && !stopRequested.load(ordering: .relaxed) {
+                    watchCondition.wait()
+                }
                 watchAsleep.store(false, ordering: .sequentiallyConsistent)
                 watchCondition.unlock()
                 continue
             }
-            if !members.isEmpty, since.allSatisfy({ $0 != 0 && now &- $0 >= Self.stuckAfter }) {
-                let added = state.withLock { state -> Member? in
-                    guard !state.stopped, state.extra < Self.maximumExtra else { return nil }
-                    state.extra += 1
-                    extraCount.store(state.extra, ordering: .relaxed)
-                    let next = Member(loop: self, host: host)
-                    state.members.append(next)
-                    return next
-                }
-                if let added { start(added) }
-            }
             usleep(5_000)
+        }
+    }
+
+    /// When each thread of the pool began its current work (0: waiting), and whether the pool is short of its size.
+    private func busyTimes() -> ([UInt64], Bool) {
+        state.withLock { state in
+            (state.members.map { $0.busySince.load(ordering: .sequentiallyConsistent) },
+             !state.stopped && state.members.count < size)
         }
     }
 
@@ -257,25 +295,34 @@ final class ConnectionLoop: Sendable {
         if client < 0 {
             switch errno {
             case EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED, EPROTO:
-                _ = ckeychain_poll_rearm(poll, listening)
+                armListening()
             case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                 // Out of descriptors or memory: a resource error, never a reason to stop serving. The connection
-                // stays queued; wait for some to close and try again (on a thread out of the pool meanwhile).
+                // stays queued; wait for some to close and try again (off the pool meanwhile).
                 Self.willWait()
                 usleep(50_000)
-                _ = ckeychain_poll_rearm(poll, listening)
+                armListening()
             default:
                 stop()  // the listening socket was shut down, or is gone
             }
             return
         }
         // Armed again at once, so that another thread accepts the next connection while this one identifies.
-        _ = ckeychain_poll_rearm(poll, listening)
+        armListening()
         guard let connection = host.admit(client) else { return }
         let entry = Entry(connection)
         state.withLock { $0.connections[client] = entry }
         // Its greeting has usually arrived by now: served here, then left to the set.
-        settle(entry, keep: connection.serveAvailable())
+        settle(entry, connection.serveAvailable())
+    }
+
+    /// Arms the listening socket for its next connection; a failure (out of kernel memory) is tried again, off the
+    /// pool, until it works or keychaind stops.
+    private func armListening() {
+        while ckeychain_poll_rearm(poll, listening) != 0 && !stopRequested.load(ordering: .relaxed) {
+            Self.willWait()
+            usleep(50_000)
+        }
     }
 
     private func serve(_ fd: Int32) {
@@ -285,23 +332,42 @@ final class ConnectionLoop: Sendable {
             return entry
         }
         guard let entry else { return }
-        settle(entry, keep: entry.connection.serveAvailable())
+        settle(entry, entry.connection.serveAvailable())
     }
 
-    /// After a thread served `entry`: armed for its next report, or (ended, or stopping) taken out and closed.
-    private func settle(_ entry: Entry, keep: Bool) {
+    /// The next held connection with frames read ahead, if any.
+    private func nextReady() -> Entry? {
+        state.withLock { state in
+            guard !state.ready.isEmpty else { return nil }
+            let entry = state.ready.removeFirst()
+            readyCount.store(state.ready.count, ordering: .relaxed)
+            return entry
+        }
+    }
+
+    /// After a thread served `entry`: armed for its next report, queued for another turn, or (ended, stopping, or
+    /// not armable) taken out and closed.
+    private func settle(_ entry: Entry, _ next: DaemonConnection.Next) {
         let fd = entry.connection.fd
         let closing = state.withLock { state -> Bool in
-            if keep && !state.stopped {
-                let armed = entry.registered ? ckeychain_poll_rearm(poll, fd) : ckeychain_poll_add(poll, fd, 1)
-                if armed == 0 {
-                    entry.registered = true
-                    entry.held = false
-                    return false
-                }
+            guard next != .end, !state.stopped else {
+                state.connections[fd] = nil
+                return true
             }
-            state.connections[fd] = nil
-            return true
+            if next == .turn {
+                state.ready.append(entry)
+                readyCount.store(state.ready.count, ordering: .relaxed)
+                _ = ckeychain_wake(readyWake)
+                return false
+            }
+            let armed = entry.registered ? ckeychain_poll_rearm(poll, fd) : ckeychain_poll_add(poll, fd, 1)
+            guard armed == 0 else {
+                state.connections[fd] = nil
+                return true
+            }
+            entry.registered = true
+            entry.held = false
+            return false
         }
         if closing { entry.connection.close() }
     }

@@ -54,47 +54,58 @@ final class DaemonConnection: @unchecked Sendable {
         stream = ClientStream(fd: fd, peer: peer.pid)
     }
 
-    /// Serves what has arrived; false when the connection is done and is to be closed.
-    func serveAvailable() -> Bool {
+    /// What the connection needs after a turn.
+    enum Next: Equatable {
+        /// Armed again: served when more arrives.
+        case input
+        /// Served again soon without waiting for input: whole frames were already read ahead.
+        case turn
+        /// Done: to be closed.
+        case end
+    }
+
+    /// Serves what has arrived, a few requests at most.
+    func serveAvailable() -> Next {
         for _ in 0..<Self.framesPerTurn {
             switch phase {
-            case .events: return drainEventStream()
+            case .events: return drainEventStream() ? .input : .end
             case .greeting:
                 do {
                     switch try stream.receiveAvailable(limit: 64) {
-                    case .waiting: return true
-                    case .end: return false
+                    case .waiting: return .input
+                    case .end: return .end
                     case .frame(let hello): try Framing.checkClientHello(hello)
                     }
                 } catch {
                     if case .versionMismatch = error {} else { offended = true }  // an older client is no offender
-                    server.refuse(fd, error.message)
-                    return false
+                    refuse(error.message)
+                    return .end
                 }
-                guard server.sendAsKeychaind(server.greeting, on: fd) else { return false }
+                guard server.sendAsKeychaind(server.greeting, on: fd) else { return .end }
                 phase = .serving
-                if !stream.hasBytesAhead { return true }
+                if !stream.hasBytesAhead { return .input }
             case .serving:
                 let start = stream.consumed
                 var frame: [UInt8]
                 do {
                     switch try stream.receiveAvailable(limit: WireLimits.maximumRequest) {
-                    case .waiting: return true
-                    case .end: return false
+                    case .waiting: return .input
+                    case .end: return .end
                     case .frame(let received): frame = received
                     }
                 } catch {
                     // An oversized or torn frame ends this connection only, and counts against its process; a frame
                     // that another process sent (a descriptor passed on) does not count against the one that connected.
                     if case .malformed = error {} else { offended = true }
-                    return false
+                    return .end
                 }
                 let goesOn = answer(&frame, sentAt: start)
                 frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
-                guard goesOn else { return false }
+                guard goesOn else { return .end }
             }
         }
-        return true
+        // Frames already read ahead are invisible to epoll: they get a turn of their own.
+        return phase == .serving && stream.hasBytesAhead ? .turn : .input
     }
 
     /// Closes the connection (once, by the loop).
@@ -114,12 +125,12 @@ final class DaemonConnection: @unchecked Sendable {
             // another (trusted) one, which the identification saw instead: none is answered.
             if stream.sentBeforeIdentification(start), !request.isSession {
                 offended = true
-                server.refuse(fd, "a request was sent before the caller was identified")
+                refuse("a request was sent before the caller was identified")
                 return false
             }
             // Still the process that was identified (not a reused pid; no other program executed since).
             guard watch.isStillSameProgram() else {
-                server.refuse(fd, "the calling process is no longer the program it was identified as")
+                refuse("the calling process is no longer the program it was identified as")
                 return false
             }
             // A traced process's memory is its tracer's: nothing is given to it (PR_SET_DUMPABLE 0 of its own can be
@@ -137,12 +148,12 @@ final class DaemonConnection: @unchecked Sendable {
                 self.service = service
                 switch request {
                 case .subscribe:
-                    guard send(Response.done.encode()) else { return false }
+                    guard send(.done) else { return false }
                     server.events.add(fd)
                     phase = .events
                     return true
                 case .serveSecretService(let address, let replace):
-                    _ = send(server.takeOverSecretService(for: peer, busAddress: address, replace: replace).encode())
+                    _ = send(server.takeOverSecretService(for: peer, busAddress: address, replace: replace))
                     return false
                 case .trustProgram(let path):
                     response = server.trustProgram(at: path, for: claimed, asker: asker)
@@ -157,7 +168,14 @@ final class DaemonConnection: @unchecked Sendable {
             offended = true
             response = .failure(KeychainError(.param, error.message))
         }
-        return send(response.encode())
+        return send(response)
+    }
+
+    /// A refusal, in one frame, before the connection ends; off the loop's pool (written with the caller's
+    /// credentials, it may wait for a client that stopped reading).
+    private func refuse(_ reason: String) {
+        ConnectionLoop.willWait()
+        server.refuse(fd, reason)
     }
 
     /// A session: where its questions go, and the access groups the caller may use.
@@ -223,10 +241,12 @@ final class DaemonConnection: @unchecked Sendable {
     }
 
     /// One frame, written without waiting while the socket has room (it nearly always has: the client waits for
-    /// this answer); a client that does not read is waited for off the loop's pool. The frame is wiped: an answer
+    /// this answer); a client that does not read is waited for off the loop's pool. Its bytes are wiped: an answer
     /// may carry a secret.
-    private func send(_ payload: [UInt8]) -> Bool {
+    private func send(_ response: Response) -> Bool {
+        var payload = response.encode()
         var frame = Framing.framed(payload)
+        payload.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } }
         defer { frame.withUnsafeMutableBytes { if let b = $0.baseAddress { wipe(b, $0.count) } } }
         var offset = 0
         while offset < frame.count {

@@ -93,7 +93,9 @@ public struct PeerIdentity: Sendable, Hashable {
         if let stillConnected, !stillConnected() { return nil }
         let first = executable(of: pid)
         let stat = statFields(statFile: statFile)
-        let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe")
+        // Hashing a program not seen before (a new build, a large binary) can take a while: off the connection
+        // loop's pool.
+        let digest = ExecutableDigest.of(path: "/proc/\(pid)/exe", beforeHashing: { ConnectionLoop.willWait() })
         let second = executable(of: pid)
         guard first == second, let stat, stat.startTime == startTime(statFile: statFile) else { return nil }
         var peer = PeerIdentity(pid: pid, uid: uid, executable: first, executableDigest: digest, startTime: stat.startTime)

@@ -170,4 +170,25 @@ struct DaemonResourceTests {
         #expect((try? Framing.receive(on: fd, limit: 1 << 20)) != nil, "the completed frame was answered")
         for fd in held { close(fd) }
     }
+    @Test("requests sent ahead of their answers, many in one write, are all answered in order (frames already read ahead get turns of their own)")
+    func requestsSentAhead() throws {
+        let home = try DaemonTests.DaemonHome()
+        defer { home.cleanUp() }
+        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
+        let socket = try Self.socket(in: home)
+        let fd = Self.connect(socket)
+        defer { close(fd) }
+        #expect(Self.greet(fd)?.first != 0)
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // Far more than one turn's worth (four), small enough that many fit in one read ahead.
+        let count = 40
+        #expect(Framing.send(Array(repeating: try Request.searchList.encode(), count: count), on: fd))
+        var answered = 0
+        while answered < count, let frame = try? Framing.receive(on: fd, limit: 1 << 20) {
+            guard case .references = try Response.decode(frame) else { break }
+            answered += 1
+        }
+        #expect(answered == count)
+    }
 }

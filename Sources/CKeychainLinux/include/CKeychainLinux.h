@@ -134,8 +134,9 @@ int ckeychain_poll_add(int poll, int fd, int once);
 /// Arms `fd` (added with `once`) for its next report. Returns 0, or -1 with errno set.
 int ckeychain_poll_rearm(int poll, int fd);
 
-/// Waits for one descriptor of `poll` to be ready and returns it, or -1 with errno set (EINTR: try again).
-int ckeychain_poll_next(int poll);
+/// Waits for one descriptor of `poll` to be ready, at most `milliseconds` (-1: without end), and returns it; -1 with
+/// errno set otherwise (EAGAIN: none within the time; EINTR: try again).
+int ckeychain_poll_next(int poll, int milliseconds);
 
 /// How many CPUs this process may run on (sched_getaffinity), or -1 with errno set.
 int ckeychain_cpu_count(void);

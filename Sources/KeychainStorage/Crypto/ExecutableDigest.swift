@@ -18,8 +18,9 @@ public enum ExecutableDigest {
     private static let cache = Mutex<[Version: Data]>([:])
 
     /// The digest of the file at `path` (`/proc/PID/exe` works: it opens the process's own executable even when
-    /// the path was since replaced), or nil when it cannot be read as a regular file.
-    public static func of(path: String) -> Data? {
+    /// the path was since replaced), or nil when it cannot be read as a regular file. `beforeHashing` runs when the
+    /// file must be read (not known from an earlier call): the caller's cue that this may take a while.
+    public static func of(path: String, beforeHashing: () -> Void = {}) -> Data? {
         // Non-blocking: a FIFO named as a program (any client can name a path) must not hold the caller; it is
         // then refused as not a regular file.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
@@ -31,6 +32,7 @@ public enum ExecutableDigest {
                               modified: Int64(info.st_mtim.tv_sec), modifiedNanos: info.st_mtim.tv_nsec,
                               changed: Int64(info.st_ctim.tv_sec), changedNanos: info.st_ctim.tv_nsec)
         if let known = cache.withLock({ $0[version] }) { return known }
+        beforeHashing()
         var hasher = SHA256()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
