@@ -109,35 +109,83 @@ public struct PeerIdentity: Sendable, Hashable {
     /// that hid itself in the middle of being identified) count as foreign code: what it runs is unknown. Code
     /// loaded after the identification is not seen.
     static func foreignCode(of pid: pid_t, executable: String?) -> [String] {
-        guard let maps = readProcBytes("/proc/\(pid)/maps"), !maps.isEmpty else {
-            return executable == nil ? [] : ["(code that could not be read)"]
+        let unreadable = executable == nil ? [] : ["(code that could not be read)"]
+        let fd = open("/proc/\(pid)/maps", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return unreadable }
+        defer { close(fd) }
+        // Parsed as it is read, through a buffer on the stack: a large program's maps (hundreds of kilobytes) is
+        // never held whole, so identifying it leaves no large block between a connection's long-lived ones.
+        var files = CodeFiles(except: executable)
+        let read = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16384) { chunk -> Bool in
+            var total = 0
+            while total <= 4 << 20 {  // a process with this much mapped: enough has been seen
+                let n = Glibc.read(fd, chunk.baseAddress, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 { return false }
+                if n == 0 { break }
+                files.feed(UnsafeBufferPointer(rebasing: chunk[..<n]))
+                total += n
+            }
+            return total > 0
         }
-        return codeFiles(inMaps: maps, except: executable).filter { !ProtectedLibraries.isProtected($0) }.sorted()
+        guard read else { return unreadable }
+        return files.finish().filter { !ProtectedLibraries.isProtected($0) }.sorted()
     }
 
-    /// The files that executable mappings of /proc/PID/maps name, but `executable`. Parsed in place as bytes (a
-    /// program maps dozens of libraries, and this runs for every new caller): each line is "address perms offset
-    /// dev inode path"; no field before the path holds a "/", and the path runs to the end of the line.
+    /// The files that executable mappings of /proc/PID/maps name, but `executable`.
     static func codeFiles(inMaps maps: [UInt8], except executable: String?) -> Set<String> {
-        let newline = UInt8(ascii: "\n"), space = UInt8(ascii: " "), slash = UInt8(ascii: "/")
-        var files = Set<String>()
-        maps.withUnsafeBufferPointer { text in
+        var files = CodeFiles(except: executable)
+        maps.withUnsafeBufferPointer { files.feed($0) }
+        return files.finish()
+    }
+
+    /// The code files of /proc/PID/maps, from its text fed in pieces. Parsed in place as bytes (a program maps
+    /// dozens of libraries, and this runs for every new caller): each line is "address perms offset dev inode
+    /// path"; no field before the path holds a "/", and the path runs to the end of the line.
+    struct CodeFiles {
+        let executable: String?
+        private var files = Set<String>()
+        /// The start of a line that the last piece cut.
+        private var carried: [UInt8] = []
+
+        init(except executable: String?) { self.executable = executable }
+
+        mutating func feed(_ text: UnsafeBufferPointer<UInt8>) {
             var start = 0
-            while start < text.count {
-                let end = text[start...].firstIndex(of: newline) ?? text.count
-                defer { start = end + 1 }
-                let line = text[start..<end]
-                guard let gap = line.firstIndex(of: space),
-                      line[(gap + 1)...].prefix(4).contains(UInt8(ascii: "x")),
-                      let pathStart = line.firstIndex(of: slash)
-                else { continue }
-                var pathEnd = end
-                while pathEnd > pathStart, text[pathEnd - 1] == space { pathEnd -= 1 }
-                let name = String(decoding: text[pathStart..<pathEnd], as: UTF8.self)
-                if name != executable { files.insert(name) }
+            while let end = text[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                if carried.isEmpty {
+                    take(text[start..<end])
+                } else {
+                    carried += text[start..<end]
+                    takeCarried()
+                }
+                start = end + 1
             }
+            carried += text[start...]
         }
-        return files
+
+        mutating func finish() -> Set<String> {
+            if !carried.isEmpty { takeCarried() }
+            return files
+        }
+
+        private mutating func takeCarried() {
+            let line = carried
+            carried.removeAll(keepingCapacity: true)
+            line.withUnsafeBufferPointer { take($0[...]) }
+        }
+
+        private mutating func take(_ line: Slice<UnsafeBufferPointer<UInt8>>) {
+            let space = UInt8(ascii: " "), slash = UInt8(ascii: "/")
+            guard let gap = line.firstIndex(of: space),
+                  line[(gap + 1)...].prefix(4).contains(UInt8(ascii: "x")),
+                  let pathStart = line.firstIndex(of: slash)
+            else { return }
+            var pathEnd = line.endIndex
+            while pathEnd > pathStart, line[pathEnd - 1] == space { pathEnd -= 1 }
+            let name = String(decoding: line[pathStart..<pathEnd], as: UTF8.self)
+            if name != executable { files.insert(name) }
+        }
     }
 
     /// Whether the process is still the one that was identified: the same start time (not a reused pid) and, where

@@ -23,6 +23,20 @@ struct DaemonResourceTests {
         return 0
     }
 
+    /// A keychaind started for one test (by a first `security` command): its home, socket and pid.
+    struct Started {
+        let home: DaemonTests.DaemonHome
+        let socket: String
+        let pid: pid_t
+
+        init() throws {
+            home = try DaemonTests.DaemonHome()
+            #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
+            socket = try DaemonResourceTests.socket(in: home)
+            pid = try #require(home.daemonPID)
+        }
+    }
+
     static func socket(in home: DaemonTests.DaemonHome) throws -> String {
         let runtime = home.tool.home.appendingPathComponent("run/keychain")
         let name = try #require(try FileManager.default.contentsOfDirectory(atPath: runtime.path).first { $0.hasSuffix(".sock") })
@@ -32,11 +46,9 @@ struct DaemonResourceTests {
     @Test("running out of descriptors does not end keychaind: it waits for some to close and serves again",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit")))
     func outOfDescriptors() throws {
-        let home = try DaemonTests.DaemonHome()
-        defer { home.cleanUp() }
-        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
-        let socket = try Self.socket(in: home)
-        let pid = try #require(home.daemonPID)
+        let daemon = try Started()
+        defer { daemon.home.cleanUp() }
+        let (home, socket, pid) = (daemon.home, daemon.socket, daemon.pid)
         // Leave keychaind six descriptors more than it holds now: one client's (its socket, its /proc stat and
         // status) and what a call opens.
         let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
@@ -62,10 +74,9 @@ struct DaemonResourceTests {
 
     @Test("issue 22: a process that floods keychaind with bad frames is turned away at accept, for longer each time; others are served")
     func protocolOffenderIsTurnedAway() throws {
-        let home = try DaemonTests.DaemonHome()
-        defer { home.cleanUp() }
-        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
-        let socket = try Self.socket(in: home)
+        let daemon = try Started()
+        defer { daemon.home.cleanUp() }
+        let (home, socket) = (daemon.home, daemon.socket)
         /// Connects until keychaind greets this process again (its penalty over); then breaks the protocol once.
         func offend() -> Bool {
             for _ in 0..<200 {
@@ -106,17 +117,11 @@ struct DaemonResourceTests {
 
     @Test("a frame header does not reserve the size it announces: 100 connections announcing 8 MiB cost little")
     func announcedSizeIsNotReserved() throws {
-        let home = try DaemonTests.DaemonHome()
-        defer { home.cleanUp() }
-        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
-        let socket = try Self.socket(in: home)
-        let pid = try #require(home.daemonPID)
+        let daemon = try Started()
+        defer { daemon.home.cleanUp() }
+        let (home, socket, pid) = (daemon.home, daemon.socket, daemon.pid)
         let before = Self.residentKiB(pid)
-        var held: [Int32] = []
-        for _ in 0..<100 {
-            let fd = Self.connect(socket)
-            guard fd >= 0 else { continue }
-            held.append(fd)
+        let held = Self.hold(100, on: socket) { fd in
             var hello = Framing.hello()
             var frames: [UInt8] = []
             withUnsafeBytes(of: UInt32(hello.count).bigEndian) { frames.append(contentsOf: $0) }
@@ -133,23 +138,27 @@ struct DaemonResourceTests {
         #expect(during - before < 64 * 1024, "resident \(before) KiB before, \(during) KiB with 100 announced frames")
         #expect(try home.run("security", "list-keychains").status == 0)
     }
+    /// `count` connections to `socket`, each given what `start` sends, held open.
+    static func hold(_ count: Int, on socket: String, _ start: (Int32) -> Void) -> [Int32] {
+        (0..<count).compactMap { _ in
+            let fd = connect(socket)
+            guard fd >= 0 else { return nil }
+            start(fd)
+            return fd
+        }
+    }
+
     static func threads(_ pid: pid_t) -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? 0
     }
 
     @Test("issue 22: clients that sent half a frame and stopped hold no thread of keychaind; the others are served meanwhile")
     func halfFramesHoldNoThread() throws {
-        let home = try DaemonTests.DaemonHome()
-        defer { home.cleanUp() }
-        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
-        let socket = try Self.socket(in: home)
-        let pid = try #require(home.daemonPID)
+        let daemon = try Started()
+        defer { daemon.home.cleanUp() }
+        let (home, socket, pid) = (daemon.home, daemon.socket, daemon.pid)
         let before = Self.threads(pid)
-        var held: [Int32] = []
-        for _ in 0..<150 {
-            let fd = Self.connect(socket)
-            guard fd >= 0 else { continue }
-            held.append(fd)
+        let held = Self.hold(150, on: socket) { fd in
             // Greeted, then half a request: a header announcing 100 bytes, and 10 of them.
             #expect(Self.greet(fd)?.first != 0)
             let half: [UInt8] = [0, 0, 0, 100] + [UInt8](repeating: 1, count: 10)
@@ -172,10 +181,9 @@ struct DaemonResourceTests {
     }
     @Test("requests sent ahead of their answers, many in one write, are all answered in order (frames already read ahead get turns of their own)")
     func requestsSentAhead() throws {
-        let home = try DaemonTests.DaemonHome()
-        defer { home.cleanUp() }
-        #expect(try home.run("security", "list-keychains").status == 0)  // starts keychaind
-        let socket = try Self.socket(in: home)
+        let daemon = try Started()
+        defer { daemon.home.cleanUp() }
+        let socket = daemon.socket
         let fd = Self.connect(socket)
         defer { close(fd) }
         #expect(Self.greet(fd)?.first != 0)

@@ -116,6 +116,15 @@ struct LoginTerminalTests {
         #expect(PeerIdentity.codeFiles(inMaps: Array((maps + "\n").utf8), except: "/usr/bin/program") == files)
         #expect(PeerIdentity.codeFiles(inMaps: Array(maps.utf8), except: nil).contains("/usr/bin/program"))
         #expect(PeerIdentity.codeFiles(inMaps: [], except: nil).isEmpty)
+        // Fed in pieces, as /proc is read (a line cut anywhere, even inside a path): the same files.
+        let bytes = Array(maps.utf8)
+        for size in [1, 2, 7, 40, 64, bytes.count - 1] {
+            var pieces = PeerIdentity.CodeFiles(except: "/usr/bin/program")
+            for start in stride(from: 0, to: bytes.count, by: size) {
+                bytes[start..<min(bytes.count, start + size)].withUnsafeBufferPointer { pieces.feed($0) }
+            }
+            #expect(pieces.finish() == files, "pieces of \(size) bytes")
+        }
     }
 }
 

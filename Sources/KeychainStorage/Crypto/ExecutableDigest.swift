@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import KeychainCore
+import KeychainThreads
 import Synchronization
 
 #if canImport(Glibc)
@@ -16,6 +17,16 @@ public enum ExecutableDigest {
         var device: UInt64, inode: UInt64, size: Int64, modified: Int64, modifiedNanos: Int, changed: Int64, changedNanos: Int
     }
     private static let cache = Mutex<[Version: Data]>([:])
+
+    /// A hash under way: callers that need the same file meanwhile wait for it rather than read it again (a new
+    /// build of a large program that opens many connections at once would otherwise be read once per connection).
+    private final class Flight: @unchecked Sendable {
+        // SAFETY: `digest` and `finished` are read and written only with `done` locked.
+        let done = Condition()
+        var digest: Data?
+        var finished = false
+    }
+    private static let flights = Mutex<[Version: Flight]>([:])
 
     /// The digest of the file at `path` (`/proc/PID/exe` works: it opens the process's own executable even when
     /// the path was since replaced), or nil when it cannot be read as a regular file. `beforeHashing` runs when the
@@ -33,6 +44,35 @@ public enum ExecutableDigest {
                               changed: Int64(info.st_ctim.tv_sec), changedNanos: info.st_ctim.tv_nsec)
         if let known = cache.withLock({ $0[version] }) { return known }
         beforeHashing()
+        let (flight, joined) = flights.withLock { flights -> (Flight, Bool) in
+            if let under = flights[version] { return (under, true) }
+            let flight = Flight()
+            flights[version] = flight
+            return (flight, false)
+        }
+        if joined {
+            flight.done.lock()
+            defer { flight.done.unlock() }
+            while !flight.finished { flight.done.wait() }
+            return flight.digest
+        }
+        let digest = hash(fd)
+        if let digest {
+            cache.withLock { cache in
+                if cache.count >= 1024 { cache.removeAll() }  // bounded, whatever paths clients name
+                cache[version] = digest
+            }
+        }
+        flight.done.lock()
+        flight.digest = digest
+        flight.finished = true
+        flight.done.broadcast()
+        flight.done.unlock()
+        flights.withLock { $0[version] = nil }
+        return digest
+    }
+
+    private static func hash(_ fd: Int32) -> Data? {
         var hasher = SHA256()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
@@ -42,12 +82,7 @@ public enum ExecutableDigest {
             if n == 0 { break }
             buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
-        let digest = Data(hasher.finalize())
-        cache.withLock { cache in
-            if cache.count >= 1024 { cache.removeAll() }  // bounded, whatever paths clients name
-            cache[version] = digest
-        }
-        return digest
+        return Data(hasher.finalize())
     }
 
     /// The program at `path` as a trusted-application entry: canonical path (symbolic links resolved) and digest.
