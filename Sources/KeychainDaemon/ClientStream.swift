@@ -98,19 +98,6 @@ final class ClientStream {
         return .frame(frame)
     }
 
-    /// Reads one frame of at most `limit` bytes, waiting for it; nil at a clean end of stream.
-    func receive(limit: Int) throws(WireError) -> [UInt8]? {
-        while true {
-            switch try receiveAvailable(limit: limit) {
-            case .frame(let frame): return frame
-            case .end: return nil
-            case .waiting:
-                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                while poll(&descriptor, 1, -1) < 0 && errno == EINTR {}
-            }
-        }
-    }
-
     /// Memory grows with the bytes that arrive, not with the length a header announces: a client that announces
     /// megabytes and sends nothing costs one chunk.
     static let chunk = 64 << 10

@@ -28,8 +28,6 @@ public final class KeychainDaemonServer: Sendable, ConnectionHost {
     public let locations: KeychainLocations
     public let socket: URL
     let policy: CallerPolicy
-    // SAFETY: set once in init, closed once by stop().
-    let listening: Mutex<Int32>
     /// What every connection's service opens files with: made once (it reads the environment).
     let fileConfiguration: KeychainFile.Configuration
     /// The default keychain and search list of these locations, for every connection's service (made once).
@@ -93,7 +91,6 @@ public final class KeychainDaemonServer: Sendable, ConnectionHost {
         {
             _ = fcntl(3, F_SETFD, FD_CLOEXEC)
             _ = ckeychain_pass_credentials(3)  // inherited by every accepted connection (see ClientStream)
-            listening = Mutex(3)
             connections = try ConnectionLoop(listening: 3)
             return
         }
@@ -118,7 +115,6 @@ public final class KeychainDaemonServer: Sendable, ConnectionHost {
         // The sender's credentials on everything received, from the first byte of every accepted connection on.
         _ = ckeychain_pass_credentials(fd)
         guard bound == 0, listen(fd, 64) == 0 else { throw .failed("cannot listen on \(socket.path) (errno \(errno))") }
-        listening = Mutex(fd)
         connections = try ConnectionLoop(listening: fd)
     }
 

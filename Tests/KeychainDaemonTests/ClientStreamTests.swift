@@ -148,3 +148,19 @@ struct ClientStreamTests {
         #expect(try stream.receiveAvailable(limit: 1 << 20) == .end)
     }
 }
+
+extension ClientStream {
+    /// One frame of at most `limit` bytes, waiting for it (keychaind itself never waits: its loop calls
+    /// ``receiveAvailable(limit:)`` when bytes arrive); nil at a clean end of stream.
+    func receive(limit: Int) throws(WireError) -> [UInt8]? {
+        while true {
+            switch try receiveAvailable(limit: limit) {
+            case .frame(let frame): return frame
+            case .end: return nil
+            case .waiting:
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                while poll(&descriptor, 1, -1) < 0 && errno == EINTR {}
+            }
+        }
+    }
+}
